@@ -1,0 +1,118 @@
+// Command throttled runs a throttled node: a rate-limit datastore that speaks
+// the Redis protocol.
+//
+//	throttled [--bind 127.0.0.1] [--port 6379] [--config file] [flags]
+//
+// Settings come from flags and, optionally, a config file in redis.conf style
+// (one "name value" per line, # comments) whose names are the flag names.
+// Flags given on the command line win over the file. This is the only package
+// that reads flags or the environment.
+package main
+
+import (
+	"bufio"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/throttleddb/throttled/server"
+)
+
+func main() {
+	if err := run(os.Args[1:], os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "throttled:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string, stderr io.Writer) error {
+	var cfg server.Config
+	var logLevel string
+	fs := flag.NewFlagSet("throttled", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&cfg.Bind, "bind", "127.0.0.1", "address to listen on")
+	fs.IntVar(&cfg.Port, "port", server.DefaultPort, "TCP port to listen on (0 picks a free port)")
+	fs.StringVar(&cfg.ConfigFile, "config", "", "read settings from this file (redis.conf style: one \"name value\" per line, names as the flags)")
+	fs.StringVar(&cfg.RequirePass, "requirepass", "", "require clients to AUTH with this password")
+	fs.IntVar(&cfg.Databases, "databases", 16, "number of databases (SELECT 0..n-1)")
+	fs.BoolVar(&cfg.DebugClock, "debug-clock", false, "freeze the clock at start; DEBUG CLOCK SET/ADVANCE move it (for tests)")
+	fs.Int64Var(&cfg.MaxBulkLen, "proto-max-bulk-len", 512<<20, "largest request argument in bytes")
+	fs.StringVar(&logLevel, "loglevel", "info", "log level: debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if cfg.ConfigFile != "" {
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		if err := applyConfigFile(fs, cfg.ConfigFile, set); err != nil {
+			return err
+		}
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(logLevel)); err != nil {
+		return fmt.Errorf("--loglevel: %w", err)
+	}
+	cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+
+	n, err := server.Start(cfg)
+	if err != nil {
+		return err
+	}
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	select {
+	case s := <-sig:
+		cfg.Logger.Info("shutting down", "signal", s.String())
+	case <-n.Done():
+		cfg.Logger.Info("shutting down", "reason", "SHUTDOWN")
+	}
+	return n.Close()
+}
+
+// applyConfigFile sets every flag named in the file that was not given on the
+// command line.
+func applyConfigFile(fs *flag.FlagSet, path string, onCommandLine map[string]bool) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for lineNo := 1; sc.Scan(); lineNo++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		name, value, _ := strings.Cut(line, " ")
+		name, value = strings.ToLower(name), strings.TrimSpace(value)
+		if uq, err := strconv.Unquote(value); err == nil {
+			value = uq
+		}
+		if name == "config" {
+			return fmt.Errorf("%s:%d: config files cannot include others", path, lineNo)
+		}
+		if fs.Lookup(name) == nil {
+			return fmt.Errorf("%s:%d: unknown setting %q", path, lineNo, name)
+		}
+		if onCommandLine[name] {
+			continue
+		}
+		if err := fs.Set(name, value); err != nil {
+			return fmt.Errorf("%s:%d: %s: %w", path, lineNo, name, err)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return err
+	}
+	return nil
+}
+

@@ -1,0 +1,133 @@
+package commands
+
+import (
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// setting is one CONFIG parameter. set is nil for settings fixed at start.
+type setting struct {
+	name string
+	get  func() string
+	set  func(v string) error
+}
+
+type settings struct{ list []setting }
+
+// newSettings lists the parameters CONFIG GET shows: the ones Redis clients
+// and tools ask for (redis-benchmark reads save and appendonly, redis-cli
+// databases) with the values that are true of this server, plus the start-up
+// settings main passes in.
+func newSettings(s *Server) *settings {
+	fixed := func(name, v string) setting {
+		return setting{name: name, get: func() string { return v }}
+	}
+	list := []setting{
+		fixed("save", ""),
+		fixed("appendonly", "no"),
+		fixed("databases", strconv.Itoa(s.store.Databases())),
+		// Memory bounds arrive with eviction; until then there is none.
+		fixed("maxmemory", "0"),
+		fixed("maxmemory-policy", "noeviction"),
+		{name: "requirepass", get: s.requirePass, set: func(v string) error {
+			s.password.Store(&v)
+			return nil
+		}},
+	}
+	for k, v := range s.cfg.Settings {
+		if !slices.ContainsFunc(list, func(x setting) bool { return x.name == k }) {
+			list = append(list, fixed(k, v))
+		}
+	}
+	slices.SortFunc(list, func(a, b setting) int { return strings.Compare(a.name, b.name) })
+	return &settings{list: list}
+}
+
+func (st *settings) find(name string) *setting {
+	for i := range st.list {
+		if st.list[i].name == name {
+			return &st.list[i]
+		}
+	}
+	return nil
+}
+
+var configHelp = []string{
+	"CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+	"GET <pattern>",
+	"    Return parameters matching the glob-like <pattern> and their values.",
+	"SET <directive> <value>",
+	"    Set the configuration <directive> to <value>.",
+	"RESETSTAT",
+	"    Reset statistics reported by the INFO command.",
+	"HELP",
+	"    Print this help.",
+}
+
+// CONFIG GET pattern [pattern ...] | SET name value [name value ...] | RESETSTAT | HELP
+func config(c *Ctx) {
+	sub := c.Args[1]
+	st := c.srv.conf
+	switch {
+	case is(sub, "GET"):
+		if len(c.Args) < 3 {
+			c.W.Error(wrongArity("config|get"))
+			return
+		}
+		var hits []*setting
+		for i := range st.list {
+			for _, p := range c.Args[2:] {
+				if globMatch(strings.ToLower(string(p)), st.list[i].name) {
+					hits = append(hits, &st.list[i])
+					break
+				}
+			}
+		}
+		c.W.Map(len(hits))
+		for _, h := range hits {
+			c.W.BulkString(h.name)
+			c.W.BulkString(h.get())
+		}
+	case is(sub, "SET"):
+		if len(c.Args) < 4 || len(c.Args)%2 != 0 {
+			c.W.Error(wrongArity("config|set"))
+			return
+		}
+		// Check every pair before changing anything, so a bad pair leaves
+		// all settings as they were.
+		for i := 2; i < len(c.Args); i += 2 {
+			name := strings.ToLower(string(c.Args[i]))
+			h := st.find(name)
+			if h == nil {
+				c.W.Error("ERR Unknown option or number of arguments for CONFIG SET - '" + sanitize(name, 128) + "'")
+				return
+			}
+			if h.set == nil {
+				c.W.Error("ERR CONFIG SET failed (possibly related to argument '" + name + "') - can't set immutable config")
+				return
+			}
+		}
+		for i := 2; i < len(c.Args); i += 2 {
+			if err := st.find(strings.ToLower(string(c.Args[i]))).set(string(c.Args[i+1])); err != nil {
+				c.W.Error("ERR CONFIG SET failed - " + err.Error())
+				return
+			}
+		}
+		c.W.OK()
+	case is(sub, "RESETSTAT"):
+		for _, s := range c.srv.stats {
+			s.calls.Store(0)
+			s.errors.Store(0)
+		}
+		c.srv.commandsProcessed.Store(0)
+		c.W.OK()
+	case is(sub, "HELP"):
+		c.W.Array(len(configHelp))
+		for _, l := range configHelp {
+			c.W.Status(l)
+		}
+	default:
+		c.W.Error(unknownSubcommand(sub, "CONFIG"))
+	}
+}

@@ -1,0 +1,362 @@
+package commands
+
+import (
+	"cmp"
+	"crypto/subtle"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/throttleddb/throttled/resp"
+)
+
+func ping(c *Ctx) {
+	switch len(c.Args) {
+	case 1:
+		c.W.Status("PONG")
+	case 2:
+		c.W.Bulk(c.Args[1])
+	default:
+		c.W.Error(wrongArity("ping"))
+	}
+}
+
+func echo(c *Ctx) { c.W.Bulk(c.Args[1]) }
+
+func quit(c *Ctx) {
+	c.W.OK()
+	c.Conn.CloseAfterReply()
+}
+
+// reset returns the connection to its state right after connecting.
+func reset(c *Ctx) {
+	if c.st.multi != nil {
+		c.endMulti()
+	}
+	c.srv.store.Unwatch(&c.st.watch)
+	c.setDB(0)
+	c.Conn.SetProto(2)
+	c.Conn.SetName("")
+	if c.srv.requirePass() != "" {
+		c.Conn.SetAuthenticated(false)
+	}
+	c.W.Status("RESET")
+}
+
+func (c *Ctx) setDB(db int) {
+	c.st.db = db
+	c.Conn.SetDB(db)
+}
+
+// checkPassword reports whether user/pass authenticate. There is one user,
+// "default": with no requirepass it accepts any password, as in Redis.
+func (s *Server) checkPassword(user, pass []byte) bool {
+	if !strings.EqualFold(string(user), "default") {
+		return false
+	}
+	want := s.requirePass()
+	return want == "" || subtle.ConstantTimeCompare(pass, []byte(want)) == 1
+}
+
+// AUTH [user] password
+func auth(c *Ctx) {
+	if len(c.Args) > 3 {
+		c.W.Error(errSyntax)
+		return
+	}
+	user, pass := []byte("default"), c.Args[1]
+	if len(c.Args) == 3 {
+		user, pass = c.Args[1], c.Args[2]
+	} else if c.srv.requirePass() == "" {
+		c.W.Error(errNoPassword)
+		return
+	}
+	if !c.srv.checkPassword(user, pass) {
+		c.W.Error(errWrongPass)
+		return
+	}
+	c.Conn.SetAuthenticated(true)
+	c.W.OK()
+}
+
+// HELLO [protover [AUTH user pass] [SETNAME name]]
+func hello(c *Ctx) {
+	proto := c.W.Proto()
+	if len(c.Args) >= 2 {
+		v, ok := parseInt(c.Args[1])
+		if !ok {
+			c.W.Error(errProtoVersion)
+			return
+		}
+		if v != 2 && v != 3 {
+			c.W.Error(errNoProto)
+			return
+		}
+		proto = int(v)
+	}
+	var user, pass, name []byte
+	setName := false
+	for i := 2; i < len(c.Args); i++ {
+		more := len(c.Args) - i - 1
+		switch {
+		case is(c.Args[i], "AUTH") && more >= 2:
+			user, pass = c.Args[i+1], c.Args[i+2]
+			i += 2
+		case is(c.Args[i], "SETNAME") && more >= 1:
+			name, setName = c.Args[i+1], true
+			i++
+		default:
+			c.W.Error("ERR Syntax error in HELLO option '" + sanitize(string(c.Args[i]), 128) + "'")
+			return
+		}
+	}
+	if user == nil && !c.Conn.Authenticated() {
+		c.W.Error(errHelloNoAuth)
+		return
+	}
+	if user != nil {
+		if !c.srv.checkPassword(user, pass) {
+			c.W.Error(errWrongPass)
+			return
+		}
+	}
+	if setName && !validClientName(name) {
+		c.W.Error(errClientName)
+		return
+	}
+	if user != nil {
+		c.Conn.SetAuthenticated(true)
+	}
+	if setName {
+		c.Conn.SetName(string(name))
+	}
+	c.Conn.SetProto(proto)
+	c.W.Map(7)
+	c.W.BulkString("server")
+	c.W.BulkString("redis")
+	c.W.BulkString("version")
+	c.W.BulkString(RedisVersion)
+	c.W.BulkString("proto")
+	c.W.Int(int64(proto))
+	c.W.BulkString("id")
+	c.W.Int(c.Conn.ID)
+	c.W.BulkString("mode")
+	c.W.BulkString("standalone")
+	c.W.BulkString("role")
+	c.W.BulkString("master")
+	c.W.BulkString("modules")
+	c.W.Array(0)
+}
+
+// validClientName applies Redis' rule: printable ASCII without spaces.
+func validClientName(b []byte) bool {
+	for _, ch := range b {
+		if ch < '!' || ch > '~' {
+			return false
+		}
+	}
+	return true
+}
+
+func selectDB(c *Ctx) {
+	n, ok := parseInt(c.Args[1])
+	if !ok {
+		c.W.Error(errNotInt)
+		return
+	}
+	if n < 0 || n >= int64(c.srv.store.Databases()) {
+		c.W.Error(errDBRange)
+		return
+	}
+	c.setDB(int(n))
+	c.W.OK()
+}
+
+var clientHelp = []string{
+	"CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+	"GETNAME",
+	"    Return the name of the current connection.",
+	"ID",
+	"    Return the ID of the current connection.",
+	"INFO",
+	"    Return information about the current client connection.",
+	"KILL ID <client-id>",
+	"    Kill the connection with the given id.",
+	"LIST [TYPE normal] [ID <client-id> [<client-id> ...]]",
+	"    Return information about client connections.",
+	"SETINFO <LIB-NAME|LIB-VER> <value>",
+	"    Set client library name or version.",
+	"SETNAME <name>",
+	"    Assign the name <name> to the current connection.",
+	"HELP",
+	"    Print this help.",
+}
+
+// CLIENT subcommand ...
+func client(c *Ctx) {
+	sub := c.Args[1]
+	argc := len(c.Args)
+	arity := func(n int, name string) bool {
+		if argc != n {
+			c.W.Error(wrongArity("client|" + name))
+			return false
+		}
+		return true
+	}
+	switch {
+	case is(sub, "ID"):
+		if arity(2, "id") {
+			c.W.Int(c.Conn.ID)
+		}
+	case is(sub, "GETNAME"):
+		if !arity(2, "getname") {
+			return
+		}
+		if n := c.Conn.Name(); n != "" {
+			c.W.BulkString(n)
+		} else {
+			c.W.Null()
+		}
+	case is(sub, "SETNAME"):
+		if !arity(3, "setname") {
+			return
+		}
+		if !validClientName(c.Args[2]) {
+			c.W.Error(errClientName)
+			return
+		}
+		c.Conn.SetName(string(c.Args[2]))
+		c.W.OK()
+	case is(sub, "SETINFO"):
+		if !arity(4, "setinfo") {
+			return
+		}
+		attr := c.Args[2]
+		if !is(attr, "LIB-NAME") && !is(attr, "LIB-VER") {
+			c.W.Error("ERR Unrecognized option '" + sanitize(string(attr), 128) + "'")
+			return
+		}
+		if !validClientName(c.Args[3]) {
+			c.W.Error("ERR " + strings.ToLower(string(attr)) + " cannot contain spaces, newlines or special characters.")
+			return
+		}
+		c.Conn.SetLib(is(attr, "LIB-NAME"), string(c.Args[3]))
+		c.W.OK()
+	case is(sub, "INFO"):
+		if arity(2, "info") {
+			c.W.Verbatim(clientLine(nil, c.srv, c.Conn.Info()))
+		}
+	case is(sub, "LIST"):
+		c.clientList()
+	case is(sub, "KILL"):
+		c.clientKill()
+	case is(sub, "HELP"):
+		c.W.Array(len(clientHelp))
+		for _, l := range clientHelp {
+			c.W.Status(l)
+		}
+	default:
+		c.W.Error(unknownSubcommand(sub, "CLIENT"))
+	}
+}
+
+// CLIENT LIST [TYPE normal|master|replica|pubsub] [ID id [id ...]]
+func (c *Ctx) clientList() {
+	var ids map[int64]bool
+	onlyNone := false
+	for i := 2; i < len(c.Args); i++ {
+		switch {
+		case is(c.Args[i], "TYPE") && i+1 < len(c.Args):
+			t := c.Args[i+1]
+			switch {
+			case is(t, "NORMAL"):
+			case is(t, "MASTER"), is(t, "REPLICA"), is(t, "SLAVE"), is(t, "PUBSUB"):
+				onlyNone = true // we have no such connections
+			default:
+				c.W.Error("ERR Unknown client type '" + sanitize(string(t), 128) + "'")
+				return
+			}
+			i++
+		case is(c.Args[i], "ID") && i+1 < len(c.Args):
+			ids = map[int64]bool{}
+			for i++; i < len(c.Args); i++ {
+				n, ok := parseInt(c.Args[i])
+				if !ok || n <= 0 {
+					c.W.Error("ERR Invalid client ID")
+					return
+				}
+				ids[n] = true
+			}
+		default:
+			c.W.Error(errSyntax)
+			return
+		}
+	}
+	var out []byte
+	if n := c.srv.net.Load(); n != nil && !onlyNone {
+		var infos []resp.ClientInfo
+		n.ForEachConn(func(rc *resp.Conn) {
+			if ids == nil || ids[rc.ID] {
+				infos = append(infos, rc.Info())
+			}
+		})
+		slices.SortFunc(infos, func(a, b resp.ClientInfo) int { return cmp.Compare(a.ID, b.ID) })
+		for _, in := range infos {
+			out = clientLine(out, c.srv, in)
+		}
+	}
+	c.W.Verbatim(out)
+}
+
+// clientLine appends one CLIENT LIST line, with the fields Redis 7 prints
+// (those about buffers and memory we do not track are 0).
+func clientLine(dst []byte, s *Server, in resp.ClientInfo) []byte {
+	now := s.clock.Now()
+	idle := int64(0)
+	if in.LastActive != 0 {
+		idle = max(now-in.LastActive, 0) / 1e9
+	}
+	flags := "N"
+	if in.Multi >= 0 {
+		flags = "x"
+	}
+	dst = fmt.Appendf(dst, "id=%d addr=%s laddr=%s fd=0 name=%s age=%d idle=%d flags=%s db=%d sub=0 psub=0 ssub=0 multi=%d qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd=%s user=%s redir=-1 resp=%d lib-name=%s lib-ver=%s\n",
+		in.ID, in.Addr, in.LAddr, in.Name, int64(time.Since(in.Created).Seconds()), idle, flags, in.DB,
+		in.Multi, in.LastCmd, in.User, in.Proto, in.LibName, in.LibVer)
+	return dst
+}
+
+// CLIENT KILL ID id | CLIENT KILL addr
+func (c *Ctx) clientKill() {
+	n := c.srv.net.Load()
+	switch {
+	case len(c.Args) == 3:
+		killed := false
+		if n != nil {
+			n.ForEachConn(func(rc *resp.Conn) {
+				if rc.Addr == string(c.Args[2]) {
+					killed = n.Kill(rc.ID) || killed
+				}
+			})
+		}
+		if !killed {
+			c.W.Error("ERR No such client")
+			return
+		}
+		c.W.OK()
+	case len(c.Args) == 4 && is(c.Args[2], "ID"):
+		id, ok := parseInt(c.Args[3])
+		if !ok {
+			c.W.Error(errNotInt)
+			return
+		}
+		if n != nil && n.Kill(id) {
+			c.W.Int(1)
+		} else {
+			c.W.Int(0)
+		}
+	default:
+		c.W.Error(errSyntax)
+	}
+}

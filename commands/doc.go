@@ -1,0 +1,14 @@
+// Package commands is the command table and the one path every command takes:
+// look up the name, check arity and authentication, queue it when a MULTI is
+// open, lock the shards of its keys, read the clock once, run it, reply.
+//
+// Each command is one Spec in table.go: its name, its arity in Redis'
+// convention (n > 0: exactly n arguments counting the name; n < 0: at least
+// -n), flags, the positions of its keys and the function that runs it. Run
+// functions validate every argument before their first write, so bad input
+// gets an error reply and changes nothing; they read time only from the Tx
+// they are given, so running the same (database, instant, arguments) again
+// gives the same result — the property replication will rely on.
+//
+// Error texts are Redis 7's (errors.go); CL.THROTTLE uses redis-cell's.
+package commands

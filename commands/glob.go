@@ -1,0 +1,87 @@
+package commands
+
+// globMatch reports whether s matches the Redis glob pattern p: '*' any run,
+// '?' one byte, '[abc]', '[^abc]' and '[a-z]' classes, '\' escapes the next
+// byte. It follows Redis' stringmatchlen, including its treatment of an
+// unterminated class (the class runs to the end of the pattern).
+func globMatch(p, s string) bool {
+	for len(p) > 0 {
+		switch p[0] {
+		case '*':
+			for len(p) > 1 && p[1] == '*' {
+				p = p[1:]
+			}
+			if len(p) == 1 {
+				return true
+			}
+			for i := 0; i <= len(s); i++ {
+				if globMatch(p[1:], s[i:]) {
+					return true
+				}
+			}
+			return false
+		case '?':
+			if len(s) == 0 {
+				return false
+			}
+			s = s[1:]
+		case '[':
+			if len(s) == 0 {
+				return false
+			}
+			p = p[1:]
+			not := len(p) > 0 && p[0] == '^'
+			if not {
+				p = p[1:]
+			}
+			match := false
+			for len(p) > 0 && p[0] != ']' {
+				switch {
+				case p[0] == '\\' && len(p) >= 2:
+					p = p[1:]
+					if p[0] == s[0] {
+						match = true
+					}
+				case len(p) >= 3 && p[1] == '-':
+					lo, hi := p[0], p[2]
+					if lo > hi {
+						lo, hi = hi, lo
+					}
+					if lo <= s[0] && s[0] <= hi {
+						match = true
+					}
+					p = p[2:]
+				default:
+					if p[0] == s[0] {
+						match = true
+					}
+				}
+				p = p[1:]
+			}
+			if len(p) == 0 {
+				// Unterminated class: Redis treats the end of the pattern as
+				// its end and steps back onto the last byte.
+				p = "]"
+			}
+			if not {
+				match = !match
+			}
+			if !match {
+				return false
+			}
+			s = s[1:]
+		case '\\':
+			if len(p) >= 2 {
+				p = p[1:]
+			}
+			fallthrough
+		default:
+			if len(s) == 0 || p[0] != s[0] {
+				return false
+			}
+			s = s[1:]
+		}
+		p = p[1:]
+	}
+	return len(s) == 0
+}

@@ -1,0 +1,141 @@
+package commands
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/throttleddb/throttled/resp"
+)
+
+// infoSections are INFO's sections in Redis' order; "default" and "all" show
+// all of them.
+var infoSections = []string{"server", "clients", "memory", "persistence", "stats", "replication", "cpu", "commandstats", "keyspace"}
+
+// INFO [section ...]
+func info(c *Ctx) {
+	want := map[string]bool{}
+	for _, a := range c.Args[1:] {
+		want[strings.ToLower(string(a))] = true
+	}
+	all := len(want) == 0 || want["default"] || want["all"] || want["everything"]
+	var out []byte
+	for _, sec := range infoSections {
+		if !all && !want[sec] {
+			continue
+		}
+		if len(out) > 0 {
+			out = append(out, "\r\n"...)
+		}
+		out = c.srv.infoSection(out, sec)
+	}
+	c.W.Verbatim(out)
+}
+
+func (s *Server) infoSection(b []byte, sec string) []byte {
+	line := func(k string, v any) { b = fmt.Appendf(b, "%s:%v\r\n", k, v) }
+	b = fmt.Appendf(b, "# %s\r\n", strings.ToUpper(sec[:1])+sec[1:])
+	switch sec {
+	case "server":
+		up := time.Since(s.start)
+		exe, _ := os.Executable()
+		line("redis_version", RedisVersion)
+		line("throttled_version", Version)
+		line("redis_git_sha1", "00000000")
+		line("redis_mode", "standalone")
+		line("os", runtime.GOOS+" "+runtime.GOARCH)
+		line("arch_bits", 64)
+		line("go_version", runtime.Version())
+		line("process_id", pid)
+		line("tcp_port", s.cfg.Port)
+		line("server_time_usec", s.clock.Now()/1e3)
+		line("uptime_in_seconds", int64(up.Seconds()))
+		line("uptime_in_days", int64(up.Hours()/24))
+		line("hz", 10)
+		line("executable", exe)
+		line("config_file", s.cfg.Settings["config-file"])
+	case "clients":
+		n := 0
+		if net := s.net.Load(); net != nil {
+			net.ForEachConn(func(*resp.Conn) { n++ })
+		}
+		line("connected_clients", n)
+		line("blocked_clients", 0)
+		line("tracking_clients", 0)
+	case "memory":
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		line("used_memory", m.HeapAlloc)
+		line("used_memory_human", humanBytes(m.HeapAlloc))
+		line("used_memory_rss", rss())
+		line("used_memory_peak", m.HeapSys)
+		line("maxmemory", 0)
+		line("maxmemory_human", "0B")
+		line("maxmemory_policy", "noeviction")
+	case "persistence":
+		line("loading", 0)
+		line("async_loading", 0)
+		line("rdb_changes_since_last_save", 0)
+		line("rdb_bgsave_in_progress", 0)
+		line("aof_enabled", 0)
+		line("aof_rewrite_in_progress", 0)
+	case "stats":
+		net := s.net.Load()
+		conns := int64(0)
+		if net != nil {
+			conns = net.ConnectionsReceived()
+		}
+		line("total_connections_received", conns)
+		line("total_commands_processed", s.commandsProcessed.Load())
+		line("expired_keys", s.store.ExpiredKeys())
+		line("evicted_keys", 0)
+		line("rejected_connections", 0)
+		var errs int64
+		for _, st := range s.stats {
+			errs += st.errors.Load()
+		}
+		line("total_error_replies", errs)
+	case "replication":
+		line("role", "master")
+		line("connected_slaves", 0)
+		line("master_repl_offset", 0)
+	case "cpu":
+		u, sys := cpuTimes()
+		line("used_cpu_sys", fmt.Sprintf("%.6f", sys))
+		line("used_cpu_user", fmt.Sprintf("%.6f", u))
+	case "commandstats":
+		list := make([]*Spec, 0, len(s.stats))
+		for sp := range s.stats {
+			list = append(list, sp)
+		}
+		slices.SortFunc(list, func(a, b *Spec) int { return strings.Compare(a.Name, b.Name) })
+		for _, sp := range list {
+			st := s.stats[sp]
+			if calls := st.calls.Load(); calls > 0 {
+				b = fmt.Appendf(b, "cmdstat_%s:calls=%d,usec=0,usec_per_call=0.00,rejected_calls=0,failed_calls=%d\r\n", sp.Name, calls, st.errors.Load())
+			}
+		}
+	case "keyspace":
+		for db := range s.store.Databases() {
+			if keys, exp := s.store.Counts(db); keys > 0 {
+				b = fmt.Appendf(b, "db%d:keys=%d,expires=%d,avg_ttl=0\r\n", db, keys, exp)
+			}
+		}
+	}
+	return b
+}
+
+func humanBytes(n uint64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.2fG", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.2fM", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.2fK", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%dB", n)
+}

@@ -1,0 +1,230 @@
+package commands
+
+import (
+	"errors"
+	"log/slog"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"github.com/throttleddb/throttled/clock"
+	"github.com/throttleddb/throttled/resp"
+	"github.com/throttleddb/throttled/store"
+)
+
+// Version is the server version INFO and HELLO report. Clients parse
+// redis_version to pick features, so it names the Redis version whose
+// behaviour we follow; throttled_version carries our own.
+const (
+	Version      = "0.1.0"
+	RedisVersion = "7.0.15"
+)
+
+// Config configures a Server. Store and Clock are required.
+type Config struct {
+	Store *store.Store
+	Clock clock.Clock
+	// Manual is the clock when the server runs with --debug-clock; DEBUG CLOCK
+	// SET and ADVANCE are refused without it.
+	Manual *clock.Manual
+	// RequirePass, when set, makes clients AUTH first (user "default").
+	RequirePass string
+	// Settings are the values CONFIG GET reports for settings fixed at start
+	// (bind, port, dir...), keyed by lower-case name.
+	Settings map[string]string
+	// Port is reported by INFO server.
+	Port   int
+	Logger *slog.Logger
+	// Shutdown is called by SHUTDOWN; nil refuses the command.
+	Shutdown func()
+}
+
+// ErrConfig is returned by New when the configuration is unusable.
+var ErrConfig = errors.New("commands: invalid configuration")
+
+// Server runs commands against a store. It implements resp.Handler and is
+// safe for concurrent use.
+type Server struct {
+	cfg   Config
+	store *store.Store
+	clock clock.Clock
+	cmds  table
+	stats map[*Spec]*cmdStats
+	start time.Time
+	net   atomic.Pointer[resp.Server]
+	log   *slog.Logger
+	conf  *settings
+
+	commandsProcessed atomic.Int64
+	password          atomic.Pointer[string] // requirepass; "" for none
+}
+
+type cmdStats struct {
+	calls, errors atomic.Int64
+}
+
+// New returns a server for cfg.
+func New(cfg Config) (*Server, error) {
+	if cfg.Store == nil || cfg.Clock == nil {
+		return nil, ErrConfig
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{
+		cfg:   cfg,
+		store: cfg.Store,
+		clock: cfg.Clock,
+		cmds:  newTable(specs),
+		stats: make(map[*Spec]*cmdStats, len(specs)),
+		start: time.Now(),
+		log:   cfg.Logger,
+	}
+	for _, sp := range specs {
+		s.stats[sp] = &cmdStats{}
+	}
+	s.password.Store(&cfg.RequirePass)
+	s.conf = newSettings(s)
+	return s, nil
+}
+
+// requirePass returns the password clients must AUTH with ("" for none).
+func (s *Server) requirePass() string { return *s.password.Load() }
+
+// RequireAuth reports whether new connections must authenticate; it is the
+// resp.Config.RequireAuth of the listener.
+func (s *Server) RequireAuth() bool { return s.requirePass() != "" }
+
+// SetNetwork gives the server the listener it serves, for CLIENT LIST, CLIENT
+// KILL and INFO clients.
+func (s *Server) SetNetwork(n *resp.Server) { s.net.Store(n) }
+
+// connState is what the server keeps per connection.
+type connState struct {
+	db    int
+	locks store.LockSet
+	watch store.Watch
+	// multi is non-nil between MULTI and EXEC/DISCARD.
+	multi *multiState
+	// ctx is reused by every command of the connection, so running a
+	// command does not allocate one.
+	ctx Ctx
+}
+
+type multiState struct {
+	queue [][][]byte // copies of the queued commands' arguments
+	specs []*Spec
+	bad   bool // a command failed to queue: EXEC answers EXECABORT
+}
+
+// Ctx is what a command's Run gets: the connection, its arguments, the
+// keyspace at the command's instant and the reply writer.
+type Ctx struct {
+	srv  *Server
+	Conn *resp.Conn
+	W    *resp.Writer
+	Args [][]byte
+	// Tx is the keyspace at the command's instant, with its shards locked.
+	Tx store.Tx
+	st *connState
+}
+
+// DB returns the connection's selected database.
+func (c *Ctx) DB() int { return c.st.db }
+
+func (s *Server) state(c *resp.Conn) *connState {
+	if st, ok := c.State.(*connState); ok {
+		return st
+	}
+	st := &connState{}
+	c.State = st
+	return st
+}
+
+// ServeRESP runs one command and writes its reply.
+func (s *Server) ServeRESP(c *resp.Conn, args [][]byte) {
+	st := s.state(c)
+	spec := s.cmds.lookup(args[0])
+	if spec == nil {
+		s.reject(c, st, unknownCommand(args))
+		return
+	}
+	if (spec.Arity > 0 && len(args) != spec.Arity) || len(args) < -spec.Arity {
+		s.reject(c, st, wrongArity(spec.Name))
+		return
+	}
+	if !c.Authenticated() && spec.Flags&NoAuth == 0 {
+		s.reject(c, st, errNoAuth)
+		return
+	}
+	if st.multi != nil && spec.Flags&NoQueue == 0 {
+		st.multi.queue = append(st.multi.queue, copyArgs(args))
+		st.multi.specs = append(st.multi.specs, spec)
+		c.SetMulti(len(st.multi.queue))
+		c.W.Status("QUEUED")
+		return
+	}
+	now := s.clock.Now()
+	c.Touch(spec.Name, now)
+	st.locks.Reset()
+	s.addLocks(&st.locks, spec, args)
+	s.store.Lock(&st.locks)
+	st.ctx = Ctx{srv: s, Conn: c, W: &c.W, Args: args, Tx: s.store.Tx(now), st: st}
+	s.run(&st.ctx, spec)
+	st.ctx.Args = nil // they alias the reader's buffer
+	s.store.Unlock(&st.locks)
+}
+
+// addLocks adds the shards spec needs for args to l.
+func (s *Server) addLocks(l *store.LockSet, spec *Spec, args [][]byte) {
+	if spec.Flags&AllKeys != 0 {
+		l.AddAll()
+		return
+	}
+	spec.keys(args, func(k []byte) { l.Add(s.store, k) })
+}
+
+// run executes spec with its locks held and counts it.
+func (s *Server) run(c *Ctx, spec *Spec) {
+	mark := c.W.Len()
+	spec.Run(c)
+	st := s.stats[spec]
+	st.calls.Add(1)
+	if b := c.W.Bytes(); len(b) > mark && b[mark] == '-' {
+		st.errors.Add(1)
+	}
+	s.commandsProcessed.Add(1)
+}
+
+// reject answers a command that could not be run; inside MULTI it also dooms
+// the transaction, as Redis does.
+func (s *Server) reject(c *resp.Conn, st *connState, msg string) {
+	if st.multi != nil {
+		st.multi.bad = true
+	}
+	c.W.Error(msg)
+}
+
+// Closed releases a connection's state.
+func (s *Server) Closed(c *resp.Conn) {
+	if st, ok := c.State.(*connState); ok {
+		s.store.Unwatch(&st.watch)
+	}
+}
+
+func copyArgs(args [][]byte) [][]byte {
+	n := 0
+	for _, a := range args {
+		n += len(a)
+	}
+	buf := make([]byte, 0, n)
+	out := make([][]byte, len(args))
+	for i, a := range args {
+		buf = append(buf, a...)
+		out[i] = buf[len(buf)-len(a):]
+	}
+	return out
+}
+
+// pid is reported by INFO.
+var pid = os.Getpid()

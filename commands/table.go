@@ -1,0 +1,165 @@
+package commands
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Flags describe how the dispatcher treats a command.
+type Flags uint16
+
+const (
+	// Write commands change the keyspace.
+	Write Flags = 1 << iota
+	// ReadOnly commands only read it.
+	ReadOnly
+	// Admin commands manage the server (CONFIG, DEBUG, FLUSHALL...).
+	Admin
+	// NoAuth commands may run before the connection has authenticated.
+	NoAuth
+	// NoQueue commands run at once inside MULTI instead of being queued.
+	NoQueue
+	// AllKeys commands work on the whole keyspace and lock every shard.
+	AllKeys
+	// Fast commands take constant time (COMMAND shows the flag).
+	Fast
+)
+
+// Spec is one command.
+type Spec struct {
+	// Name is the lower-case name ("cl.throttle").
+	Name string
+	// Arity counts the name: n > 0 means exactly n, n < 0 at least -n.
+	Arity int
+	Flags Flags
+	// FirstKey, LastKey and Step give the key positions as Redis' COMMAND
+	// does: LastKey -1 is the last argument; FirstKey 0 means no keys.
+	FirstKey, LastKey, Step int
+	// Group and Summary are shown by COMMAND DOCS.
+	Group, Summary string
+	// Run executes the command with its shards locked and writes one reply.
+	Run func(c *Ctx)
+}
+
+// keys calls fn for each key argument of args.
+func (s *Spec) keys(args [][]byte, fn func(key []byte)) {
+	if s.FirstKey == 0 || len(args) <= s.FirstKey {
+		return
+	}
+	last := s.LastKey
+	if last < 0 {
+		last = len(args) + last
+	}
+	for i := s.FirstKey; i <= last && i < len(args); i += s.Step {
+		fn(args[i])
+	}
+}
+
+// specs is the command table. Every command the server answers is listed
+// here, once; groups follow Redis' documentation.
+var specs = []*Spec{
+	// connection
+	{Name: "ping", Arity: -1, Flags: Fast, Group: "connection", Summary: "Returns the server's liveliness response.", Run: ping},
+	{Name: "echo", Arity: 2, Flags: Fast, Group: "connection", Summary: "Returns the given string.", Run: echo},
+	{Name: "quit", Arity: -1, Flags: NoAuth | NoQueue | Fast, Group: "connection", Summary: "Closes the connection.", Run: quit},
+	{Name: "reset", Arity: 1, Flags: NoAuth | NoQueue | Fast, Group: "connection", Summary: "Resets the connection.", Run: reset},
+	{Name: "hello", Arity: -1, Flags: NoAuth | Fast, Group: "connection", Summary: "Handshakes with the server.", Run: hello},
+	{Name: "auth", Arity: -2, Flags: NoAuth | Fast, Group: "connection", Summary: "Authenticates the connection.", Run: auth},
+	{Name: "select", Arity: 2, Flags: Fast, Group: "connection", Summary: "Changes the selected database.", Run: selectDB},
+	{Name: "client", Arity: -2, Group: "connection", Summary: "A container for client connection commands.", Run: client},
+
+	// server
+	{Name: "info", Arity: -1, Group: "server", Summary: "Returns information and statistics about the server.", Run: info},
+	{Name: "config", Arity: -2, Flags: Admin, Group: "server", Summary: "A container for server configuration commands.", Run: config},
+	{Name: "command", Arity: -1, Group: "server", Summary: "Returns detailed information about all commands.", Run: command},
+	{Name: "dbsize", Arity: 1, Flags: ReadOnly | Fast | AllKeys, Group: "server", Summary: "Returns the number of keys in the database.", Run: dbsize},
+	{Name: "flushdb", Arity: -1, Flags: Write | AllKeys, Group: "server", Summary: "Removes all keys from the current database.", Run: flushdb},
+	{Name: "flushall", Arity: -1, Flags: Write | AllKeys, Group: "server", Summary: "Removes all keys from all databases.", Run: flushall},
+	{Name: "time", Arity: 1, Flags: Fast, Group: "server", Summary: "Returns the server time.", Run: timeCmd},
+	{Name: "shutdown", Arity: -1, Flags: Admin | NoQueue, Group: "server", Summary: "Synchronously saves the database(s) to disk and shuts down the Redis server.", Run: shutdown},
+	{Name: "debug", Arity: -2, Flags: Admin, Group: "server", Summary: "A container for debugging commands (DEBUG CLOCK).", Run: debug},
+
+	// generic keyspace
+	{Name: "del", Arity: -2, Flags: Write, FirstKey: 1, LastKey: -1, Step: 1, Group: "generic", Summary: "Deletes one or more keys.", Run: del},
+	{Name: "unlink", Arity: -2, Flags: Write | Fast, FirstKey: 1, LastKey: -1, Step: 1, Group: "generic", Summary: "Deletes one or more keys.", Run: del},
+	{Name: "exists", Arity: -2, Flags: ReadOnly | Fast, FirstKey: 1, LastKey: -1, Step: 1, Group: "generic", Summary: "Determines whether one or more keys exist.", Run: exists},
+	{Name: "type", Arity: 2, Flags: ReadOnly | Fast, FirstKey: 1, LastKey: 1, Step: 1, Group: "generic", Summary: "Determines the type of value stored at a key.", Run: typeCmd},
+	{Name: "keys", Arity: 2, Flags: ReadOnly | AllKeys, Group: "generic", Summary: "Returns all key names that match a pattern.", Run: keys},
+	{Name: "scan", Arity: -2, Flags: ReadOnly | AllKeys, Group: "generic", Summary: "Iterates over the key names in the database.", Run: scan},
+	{Name: "ttl", Arity: 2, Flags: ReadOnly | Fast, FirstKey: 1, LastKey: 1, Step: 1, Group: "generic", Summary: "Returns the expiration time in seconds of a key.", Run: ttl},
+	{Name: "pttl", Arity: 2, Flags: ReadOnly | Fast, FirstKey: 1, LastKey: 1, Step: 1, Group: "generic", Summary: "Returns the expiration time in milliseconds of a key.", Run: pttl},
+	{Name: "expire", Arity: -3, Flags: Write | Fast, FirstKey: 1, LastKey: 1, Step: 1, Group: "generic", Summary: "Sets the expiration time of a key in seconds.", Run: expire},
+	{Name: "pexpire", Arity: -3, Flags: Write | Fast, FirstKey: 1, LastKey: 1, Step: 1, Group: "generic", Summary: "Sets the expiration time of a key in milliseconds.", Run: pexpire},
+	{Name: "expireat", Arity: -3, Flags: Write | Fast, FirstKey: 1, LastKey: 1, Step: 1, Group: "generic", Summary: "Sets the expiration time of a key to a Unix timestamp.", Run: expireat},
+	{Name: "pexpireat", Arity: -3, Flags: Write | Fast, FirstKey: 1, LastKey: 1, Step: 1, Group: "generic", Summary: "Sets the expiration time of a key to a Unix milliseconds timestamp.", Run: pexpireat},
+	{Name: "persist", Arity: 2, Flags: Write | Fast, FirstKey: 1, LastKey: 1, Step: 1, Group: "generic", Summary: "Removes the expiration time of a key.", Run: persist},
+
+	// string
+	{Name: "get", Arity: 2, Flags: ReadOnly | Fast, FirstKey: 1, LastKey: 1, Step: 1, Group: "string", Summary: "Returns the string value of a key.", Run: get},
+	{Name: "set", Arity: -3, Flags: Write, FirstKey: 1, LastKey: 1, Step: 1, Group: "string", Summary: "Sets the string value of a key, ignoring its type.", Run: set},
+	{Name: "setnx", Arity: 3, Flags: Write | Fast, FirstKey: 1, LastKey: 1, Step: 1, Group: "string", Summary: "Set the string value of a key only when the key doesn't exist.", Run: setnx},
+	{Name: "setex", Arity: 4, Flags: Write, FirstKey: 1, LastKey: 1, Step: 1, Group: "string", Summary: "Sets the string value and expiration time of a key.", Run: setex},
+	{Name: "psetex", Arity: 4, Flags: Write, FirstKey: 1, LastKey: 1, Step: 1, Group: "string", Summary: "Sets both string value and expiration time in milliseconds of a key.", Run: psetex},
+	{Name: "getdel", Arity: 2, Flags: Write | Fast, FirstKey: 1, LastKey: 1, Step: 1, Group: "string", Summary: "Returns the string value of a key after deleting the key.", Run: getdel},
+	{Name: "mget", Arity: -2, Flags: ReadOnly | Fast, FirstKey: 1, LastKey: -1, Step: 1, Group: "string", Summary: "Atomically returns the string values of one or more keys.", Run: mget},
+	{Name: "mset", Arity: -3, Flags: Write, FirstKey: 1, LastKey: -1, Step: 2, Group: "string", Summary: "Atomically creates or modifies the string values of one or more keys.", Run: mset},
+	{Name: "incr", Arity: 2, Flags: Write | Fast, FirstKey: 1, LastKey: 1, Step: 1, Group: "string", Summary: "Increments the integer value of a key by one.", Run: incr},
+	{Name: "incrby", Arity: 3, Flags: Write | Fast, FirstKey: 1, LastKey: 1, Step: 1, Group: "string", Summary: "Increments the integer value of a key by a number.", Run: incrby},
+	{Name: "decr", Arity: 2, Flags: Write | Fast, FirstKey: 1, LastKey: 1, Step: 1, Group: "string", Summary: "Decrements the integer value of a key by one.", Run: decr},
+	{Name: "decrby", Arity: 3, Flags: Write | Fast, FirstKey: 1, LastKey: 1, Step: 1, Group: "string", Summary: "Decrements a number from the integer value of a key.", Run: decrby},
+
+	// transactions
+	{Name: "multi", Arity: 1, Flags: NoQueue | Fast, Group: "transactions", Summary: "Starts a transaction.", Run: multi},
+	{Name: "exec", Arity: 1, Flags: NoQueue, Group: "transactions", Summary: "Executes all commands in a transaction.", Run: exec},
+	{Name: "discard", Arity: 1, Flags: NoQueue | Fast, Group: "transactions", Summary: "Discards a transaction.", Run: discard},
+	{Name: "watch", Arity: -2, Flags: NoQueue | Fast, FirstKey: 1, LastKey: -1, Step: 1, Group: "transactions", Summary: "Monitors changes to keys to determine the execution of a transaction.", Run: watch},
+	{Name: "unwatch", Arity: 1, Flags: Fast, Group: "transactions", Summary: "Forgets about watched keys of a transaction.", Run: unwatch},
+
+	// rate limiting
+	{Name: "cl.throttle", Arity: -1, Flags: Write | Fast, FirstKey: 1, LastKey: 1, Step: 1, Group: "throttle", Summary: "Applies the generic cell rate algorithm (redis-cell compatible).", Run: clThrottle},
+
+	// cluster and sentinel: answered as Redis does with cluster support off
+	{Name: "cluster", Arity: -2, Group: "cluster", Summary: "Cluster support is disabled.", Run: clusterOff},
+	{Name: "readonly", Arity: 1, Flags: Fast, Group: "cluster", Summary: "Cluster support is disabled.", Run: clusterOff},
+	{Name: "readwrite", Arity: 1, Flags: Fast, Group: "cluster", Summary: "Cluster support is disabled.", Run: clusterOff},
+	{Name: "asking", Arity: 1, Flags: Fast, Group: "cluster", Summary: "Cluster support is disabled.", Run: clusterOff},
+}
+
+// maxNameLen bounds command names so lookups can lower-case into a fixed
+// buffer without allocating.
+const maxNameLen = 32
+
+// table indexes specs by name.
+type table map[string]*Spec
+
+func newTable(list []*Spec) table {
+	t := make(table, len(list))
+	for _, s := range list {
+		if s.Name == "" || s.Run == nil || s.Name != strings.ToLower(s.Name) || len(s.Name) > maxNameLen {
+			panic(fmt.Sprintf("commands: malformed spec %q", s.Name))
+		}
+		if _, dup := t[s.Name]; dup {
+			panic("commands: duplicate spec " + s.Name)
+		}
+		if s.FirstKey != 0 && s.Step == 0 {
+			panic("commands: spec " + s.Name + " has keys but no step")
+		}
+		t[s.Name] = s
+	}
+	return t
+}
+
+// lookup finds a command by name, ignoring ASCII case, without allocating.
+func (t table) lookup(name []byte) *Spec {
+	if len(name) > maxNameLen {
+		return nil
+	}
+	var buf [maxNameLen]byte
+	for i, c := range name {
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		buf[i] = c
+	}
+	return t[string(buf[:len(name)])]
+}

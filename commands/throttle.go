@@ -1,0 +1,155 @@
+package commands
+
+import (
+	"errors"
+	"math"
+
+	"github.com/throttleddb/throttled/gcra"
+	"github.com/throttleddb/throttled/store"
+)
+
+// redis-cell's error texts. Its module replies "Cell error: ..." without an
+// ERR prefix, so clients see the error code "Cell"; gateways written against
+// redis-cell match these strings.
+const (
+	cellUsage    = "Cell error: Store error: Usage: cl.throttle <key> <max_burst> <count per period> <period> [<quantity>]"
+	cellParse    = "Cell error: Store error: Couldn't parse as integer: "
+	cellZeroRate = "Cell error: Store error: Zero rates are not supported"
+	// redis-cell accepts negative numbers and wraps on overflow; we refuse
+	// both, in the same style, and write nothing.
+	cellNegative = "Cell error: Store error: Negative values are not supported"
+	cellOverflow = "Cell error: Store error: Arithmetic overflow"
+)
+
+// CL.THROTTLE key max_burst count period [quantity]
+//
+// Replies [limited, limit, remaining, retry_after, reset_after] exactly as
+// redis-cell 0.4/0.5 does (see gcra). The key holds the theoretical arrival
+// time as an integer string of Unix nanoseconds, with a TTL of
+// floor_ms(tat - now), so GET and PTTL show what redis-cell's keys show.
+func clThrottle(c *Ctx) {
+	if len(c.Args) != 5 && len(c.Args) != 6 {
+		c.W.Error(cellUsage)
+		return
+	}
+	var nums [4]int64
+	nums[3] = 1 // quantity
+	for i, a := range c.Args[2:] {
+		n, ok := parseCellInt(a)
+		if !ok {
+			c.W.Error(cellParse + string(a))
+			return
+		}
+		nums[i] = n
+	}
+	p, err := gcra.NewParams(nums[0], nums[1], nums[2])
+	if err == nil && nums[3] < 0 {
+		err = gcra.ErrNegative
+	}
+	if err != nil {
+		c.W.Error(cellError(err))
+		return
+	}
+	db, key := c.DB(), c.Args[1]
+	v, exists := c.Tx.Get(db, key)
+	var tat int64
+	if exists {
+		var ok bool
+		if tat, ok = storedTAT(v); !ok {
+			if v.IsString() {
+				c.W.Error(errNotInt)
+			} else {
+				c.W.Error(errWrongType)
+			}
+			return
+		}
+	}
+	now := c.Tx.Now()
+	newTAT, write, res, err := gcra.Decide(tat, p, now, nums[3])
+	if err != nil {
+		c.W.Error(cellError(err))
+		return
+	}
+	if write {
+		// redis-cell sets PEXPIRE floor_ms(new_tat - now); an expiry of 0 ms
+		// removes the key at once, so a key left with less than a millisecond
+		// to run (a peek on a missing key) is simply not stored.
+		if ttl := gcra.TTL(newTAT, now); ttl > 0 {
+			c.Tx.Put(db, key, store.IntValue(newTAT), c.Tx.NowMs()+ttl)
+		} else if exists {
+			c.Tx.Delete(db, key)
+		}
+	}
+	c.W.Array(5)
+	if res.Limited {
+		c.W.Int(1)
+	} else {
+		c.W.Int(0)
+	}
+	c.W.Int(res.Limit)
+	c.W.Int(res.Remaining)
+	c.W.Int(gcra.Seconds(res.RetryAfter))
+	c.W.Int(gcra.Seconds(res.ResetAfter))
+}
+
+// storedTAT reads a key's value as a TAT: an integer string, read as
+// redis-cell reads it (Rust integer parsing, so "+5" and "007" count too).
+func storedTAT(v store.Value) (int64, bool) {
+	switch v.Kind {
+	case store.KindInt:
+		return v.Int, true
+	case store.KindString:
+		return parseCellInt(v.Bytes)
+	}
+	return 0, false
+}
+
+func cellError(err error) string {
+	switch {
+	case errors.Is(err, gcra.ErrZeroRate):
+		return cellZeroRate
+	case errors.Is(err, gcra.ErrNegative):
+		return cellNegative
+	default:
+		return cellOverflow
+	}
+}
+
+// parseCellInt parses a number as redis-cell does (Rust's i64 parsing): an
+// optional '+' or '-', then at least one digit, leading zeros allowed,
+// nothing else, within int64.
+func parseCellInt(b []byte) (int64, bool) {
+	if len(b) == 0 {
+		return 0, false
+	}
+	neg := false
+	switch b[0] {
+	case '+', '-':
+		neg = b[0] == '-'
+		b = b[1:]
+		if len(b) == 0 {
+			return 0, false
+		}
+	}
+	var u uint64
+	for _, ch := range b {
+		if ch < '0' || ch > '9' {
+			return 0, false
+		}
+		d := uint64(ch - '0')
+		if u > (math.MaxUint64-d)/10 {
+			return 0, false
+		}
+		u = u*10 + d
+	}
+	if neg {
+		if u > 1<<63 {
+			return 0, false
+		}
+		return int64(-u), true
+	}
+	if u > math.MaxInt64 {
+		return 0, false
+	}
+	return int64(u), true
+}

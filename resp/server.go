@@ -1,0 +1,352 @@
+package resp
+
+import (
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Handler runs commands. ServeRESP is called from the connection's goroutine,
+// one command at a time and in order, and writes exactly one reply to c.W.
+// args alias the reader's buffer and are valid only during the call. Closed is
+// called once when the connection is gone, so the handler can release the
+// state it keeps for it.
+type Handler interface {
+	ServeRESP(c *Conn, args [][]byte)
+	Closed(c *Conn)
+}
+
+// Config configures a Server. Zero fields mean the defaults.
+type Config struct {
+	Limits Limits
+	// RequireAuth, when set and true, makes a new connection start
+	// unauthenticated. It is asked per connection, so a password set at run
+	// time (CONFIG SET requirepass) applies to the connections that follow.
+	RequireAuth func() bool
+	Logger      *slog.Logger
+}
+
+// Server accepts connections and serves them with a Handler. It is safe for
+// concurrent use.
+type Server struct {
+	cfg     Config
+	h       Handler
+	log     *slog.Logger
+	nextID  atomic.Int64
+	total   atomic.Int64 // connections accepted since start
+	rejects atomic.Int64 // protocol errors
+
+	mu     sync.Mutex // guards ln, conns, closed
+	ln     net.Listener
+	conns  map[*Conn]struct{}
+	closed bool
+	wg     sync.WaitGroup // connection goroutines
+}
+
+// NewServer returns a server that runs commands with h.
+func NewServer(cfg Config, h Handler) *Server {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Server{cfg: cfg, h: h, log: cfg.Logger, conns: make(map[*Conn]struct{})}
+}
+
+// ErrServerClosed is returned by Serve after Close.
+var ErrServerClosed = errors.New("resp: server closed")
+
+// Serve accepts connections on ln until Close. It always returns a non-nil
+// error; after Close it is ErrServerClosed.
+func (s *Server) Serve(ln net.Listener) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		ln.Close()
+		return ErrServerClosed
+	}
+	s.ln = ln
+	s.mu.Unlock()
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			s.mu.Lock()
+			closed := s.closed
+			s.mu.Unlock()
+			if closed {
+				return ErrServerClosed
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			return err
+		}
+		c := s.newConn(nc)
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			nc.Close()
+			return ErrServerClosed
+		}
+		s.conns[c] = struct{}{}
+		s.wg.Add(1)
+		s.mu.Unlock()
+		s.total.Add(1)
+		go s.serveConn(c)
+	}
+}
+
+// Close stops accepting, closes every connection and waits for their
+// goroutines to finish.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	var err error
+	if s.ln != nil {
+		err = s.ln.Close()
+	}
+	for c := range s.conns {
+		c.nc.Close()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+	return err
+}
+
+// ConnectionsReceived returns how many connections were accepted since start.
+func (s *Server) ConnectionsReceived() int64 { return s.total.Load() }
+
+// ForEachConn calls fn for every open connection. fn must only use the
+// methods of Conn documented as safe from other goroutines.
+func (s *Server) ForEachConn(fn func(c *Conn)) {
+	s.mu.Lock()
+	list := make([]*Conn, 0, len(s.conns))
+	for c := range s.conns {
+		list = append(list, c)
+	}
+	s.mu.Unlock()
+	for _, c := range list {
+		fn(c)
+	}
+}
+
+// Kill closes the connection with the given id and reports whether it was
+// found.
+func (s *Server) Kill(id int64) bool {
+	found := false
+	s.ForEachConn(func(c *Conn) {
+		if c.ID == id {
+			c.nc.Close()
+			found = true
+		}
+	})
+	return found
+}
+
+func (s *Server) newConn(nc net.Conn) *Conn {
+	c := &Conn{
+		ID:      s.nextID.Add(1),
+		Addr:    nc.RemoteAddr().String(),
+		LAddr:   nc.LocalAddr().String(),
+		Created: time.Now(),
+		nc:      nc,
+		srv:     s,
+	}
+	c.W.proto = 2
+	c.info.Proto, c.info.Multi, c.info.User = 2, -1, "default"
+	c.authed = s.cfg.RequireAuth == nil || !s.cfg.RequireAuth()
+	c.rd = NewReader(flusher{c}, s.cfg.Limits)
+	c.rd.SetAuthenticated(c.authed)
+	return c
+}
+
+// flusher sends the pending replies before the connection blocks on a read,
+// so a pipeline gets one write per batch and a lone request is never left
+// waiting for its reply.
+type flusher struct{ c *Conn }
+
+func (f flusher) Read(p []byte) (int, error) {
+	if err := f.c.flush(); err != nil {
+		return 0, err
+	}
+	return f.c.nc.Read(p)
+}
+
+// maxPending bounds the reply bytes buffered for a long pipeline before they
+// are written, so a client that pipelines many large GETs does not grow the
+// buffer without bound.
+const maxPending = 64 << 10
+
+func (s *Server) serveConn(c *Conn) {
+	defer func() {
+		c.flush()
+		c.nc.Close()
+		s.h.Closed(c)
+		s.mu.Lock()
+		delete(s.conns, c)
+		s.mu.Unlock()
+		s.wg.Done()
+	}()
+	for {
+		args, err := c.rd.Read()
+		if err != nil {
+			var pe *ProtocolError
+			if errors.As(err, &pe) {
+				s.rejects.Add(1)
+				c.W.Error("ERR " + pe.Error())
+				s.log.Debug("protocol error", "client", c.Addr, "err", pe.Msg)
+			} else if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+				s.log.Debug("read failed", "client", c.Addr, "err", err)
+			}
+			return
+		}
+		s.h.ServeRESP(c, args)
+		if c.closing {
+			return
+		}
+		if c.W.Len() >= maxPending {
+			if c.flush() != nil {
+				return
+			}
+		}
+	}
+}
+
+// Conn is one client connection. Its exported fields and the methods not
+// marked otherwise belong to the connection's goroutine (the Handler's calls).
+type Conn struct {
+	ID      int64
+	Addr    string // remote address
+	LAddr   string // local address
+	Created time.Time
+	// W collects the replies of the current batch.
+	W Writer
+	// State is the handler's per-connection state (MULTI queue, WATCH...).
+	State any
+
+	nc      net.Conn
+	srv     *Server
+	rd      *Reader
+	authed  bool
+	closing bool
+
+	// info holds what CLIENT LIST shows, readable from other goroutines.
+	info struct {
+		sync.Mutex
+		ClientInfo
+	}
+}
+
+// Authenticated reports whether the connection has authenticated (always true
+// when the server requires no password).
+func (c *Conn) Authenticated() bool { return c.authed }
+
+// SetAuthenticated records the result of AUTH or HELLO AUTH.
+func (c *Conn) SetAuthenticated(ok bool) {
+	c.authed = ok
+	c.rd.SetAuthenticated(ok)
+}
+
+// SetProto switches the reply protocol (2 or 3).
+func (c *Conn) SetProto(v int) {
+	c.W.proto = v
+	c.info.Lock()
+	c.info.Proto = v
+	c.info.Unlock()
+}
+
+// CloseAfterReply closes the connection once the current reply is written
+// (QUIT).
+func (c *Conn) CloseAfterReply() { c.closing = true }
+
+func (c *Conn) flush() error {
+	if len(c.W.b) == 0 {
+		return nil
+	}
+	_, err := c.nc.Write(c.W.b)
+	if cap(c.W.b) > 4*maxPending {
+		c.W.b = nil // do not keep a huge buffer after one big reply
+	} else {
+		c.W.b = c.W.b[:0]
+	}
+	return err
+}
+
+// ClientInfo is what CLIENT LIST and CLIENT INFO show for a connection.
+type ClientInfo struct {
+	ID                    int64
+	Addr, LAddr           string
+	Name, LibName, LibVer string
+	User                  string
+	DB                    int
+	Proto                 int
+	Created               time.Time
+	LastActive            int64 // Unix ns of the last command
+	LastCmd               string
+	Multi                 int // queued commands, -1 outside MULTI
+}
+
+// Info returns the connection's CLIENT LIST fields. Safe from any goroutine.
+func (c *Conn) Info() ClientInfo {
+	c.info.Lock()
+	defer c.info.Unlock()
+	i := c.info.ClientInfo
+	i.ID, i.Addr, i.LAddr, i.Created = c.ID, c.Addr, c.LAddr, c.Created
+	return i
+}
+
+// Touch records the command being run and when, for CLIENT LIST.
+func (c *Conn) Touch(cmd string, now int64) {
+	c.info.Lock()
+	c.info.LastCmd, c.info.LastActive = cmd, now
+	c.info.Unlock()
+}
+
+// SetName records the connection name (CLIENT SETNAME, HELLO SETNAME).
+func (c *Conn) SetName(name string) {
+	c.info.Lock()
+	c.info.Name = name
+	c.info.Unlock()
+}
+
+// Name returns the connection name.
+func (c *Conn) Name() string {
+	c.info.Lock()
+	defer c.info.Unlock()
+	return c.info.Name
+}
+
+// SetLib records CLIENT SETINFO LIB-NAME (name true) or LIB-VER.
+func (c *Conn) SetLib(name bool, v string) {
+	c.info.Lock()
+	if name {
+		c.info.LibName = v
+	} else {
+		c.info.LibVer = v
+	}
+	c.info.Unlock()
+}
+
+// SetDB records the selected database for CLIENT LIST.
+func (c *Conn) SetDB(db int) {
+	c.info.Lock()
+	c.info.DB = db
+	c.info.Unlock()
+}
+
+// SetUser records the authenticated user for CLIENT LIST.
+func (c *Conn) SetUser(u string) {
+	c.info.Lock()
+	c.info.User = u
+	c.info.Unlock()
+}
+
+// SetMulti records the MULTI queue length (-1 outside MULTI).
+func (c *Conn) SetMulti(n int) {
+	c.info.Lock()
+	c.info.Multi = n
+	c.info.Unlock()
+}

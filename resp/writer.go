@@ -1,0 +1,114 @@
+package resp
+
+import (
+	"strconv"
+
+	"github.com/tidwall/redcon"
+)
+
+// Writer builds replies for one connection in a buffer that the server
+// flushes. It knows whether the connection speaks RESP2 or RESP3 and picks
+// the encoding Redis 7 uses for each. Not safe for concurrent use.
+type Writer struct {
+	b     []byte
+	proto int
+}
+
+// Proto returns the protocol version in use (2 or 3).
+func (w *Writer) Proto() int { return w.proto }
+
+// Len returns the number of buffered bytes.
+func (w *Writer) Len() int { return len(w.b) }
+
+// Bytes returns the buffered reply bytes; they alias the writer's buffer.
+func (w *Writer) Bytes() []byte { return w.b }
+
+// Truncate drops buffered bytes beyond n, to undo a partly written reply.
+func (w *Writer) Truncate(n int) { w.b = w.b[:n] }
+
+// Int writes an integer reply.
+func (w *Writer) Int(n int64) { w.b = redcon.AppendInt(w.b, n) }
+
+// Bulk writes a bulk string reply.
+func (w *Writer) Bulk(b []byte) { w.b = redcon.AppendBulk(w.b, b) }
+
+// BulkString writes a bulk string reply.
+func (w *Writer) BulkString(s string) { w.b = redcon.AppendBulkString(w.b, s) }
+
+// BulkInt writes n as a bulk string in decimal, as GET does for integers.
+func (w *Writer) BulkInt(n int64) {
+	var buf [20]byte
+	w.b = redcon.AppendBulk(w.b, strconv.AppendInt(buf[:0], n, 10))
+}
+
+// Status writes a simple string reply (+OK). s must not contain CR or LF.
+func (w *Writer) Status(s string) { w.b = redcon.AppendString(w.b, s) }
+
+// OK writes +OK.
+func (w *Writer) OK() { w.b = redcon.AppendOK(w.b) }
+
+// Error writes an error reply. msg is the whole text after the '-', with its
+// code ("ERR syntax error", "WRONGTYPE ..."); CR and LF become spaces.
+func (w *Writer) Error(msg string) { w.b = redcon.AppendError(w.b, msg) }
+
+// Null writes a missing value: $-1 in RESP2, _ in RESP3.
+func (w *Writer) Null() {
+	if w.proto == 3 {
+		w.b = append(w.b, "_\r\n"...)
+		return
+	}
+	w.b = redcon.AppendNull(w.b)
+}
+
+// NullArray writes a missing array (EXEC aborted by WATCH): *-1 in RESP2, _ in
+// RESP3.
+func (w *Writer) NullArray() {
+	if w.proto == 3 {
+		w.b = append(w.b, "_\r\n"...)
+		return
+	}
+	w.b = append(w.b, "*-1\r\n"...)
+}
+
+// Array starts an array of n elements.
+func (w *Writer) Array(n int) { w.b = redcon.AppendArray(w.b, n) }
+
+// Map starts a map of n key/value pairs: %n in RESP3, a flat array of 2n
+// elements in RESP2.
+func (w *Writer) Map(n int) {
+	if w.proto == 3 {
+		w.b = append(w.b, '%')
+		w.b = strconv.AppendInt(w.b, int64(n), 10)
+		w.b = append(w.b, '\r', '\n')
+		return
+	}
+	w.Array(2 * n)
+}
+
+// Set starts a set of n elements: ~n in RESP3, an array in RESP2.
+func (w *Writer) Set(n int) {
+	if w.proto == 3 {
+		w.b = append(w.b, '~')
+		w.b = strconv.AppendInt(w.b, int64(n), 10)
+		w.b = append(w.b, '\r', '\n')
+		return
+	}
+	w.Array(n)
+}
+
+// Verbatim writes text as a RESP3 verbatim string of format "txt" (as Redis
+// does for INFO and CLIENT LIST), or as a bulk string in RESP2.
+func (w *Writer) Verbatim(text []byte) {
+	if w.proto == 3 {
+		w.b = append(w.b, '=')
+		w.b = strconv.AppendInt(w.b, int64(len(text)+4), 10)
+		w.b = append(w.b, "\r\ntxt:"...)
+		w.b = append(w.b, text...)
+		w.b = append(w.b, '\r', '\n')
+		return
+	}
+	w.Bulk(text)
+}
+
+// Raw appends already encoded reply bytes.
+func (w *Writer) Raw(b []byte) { w.b = append(w.b, b...) }

@@ -1,0 +1,29 @@
+// Package store is the keyspace: numbered databases whose keys are spread over
+// hash shards, each shard with its own mutex, holding values with an optional
+// expiry.
+//
+// # Locking
+//
+// A command locks the shards of the keys it touches (Lock with a LockSet) and
+// then works through a Tx, whose methods assume those locks are held. Shards
+// are always locked in ascending order, so commands that touch several keys
+// (MSET, DEL a b c, EXEC) cannot deadlock; keyspace-wide commands (FLUSHDB,
+// KEYS, SCAN, DBSIZE) lock every shard. A shard holds the maps of every
+// database, so a transaction that SELECTs another database still locks only
+// the shards its keys hash to.
+//
+// # Time
+//
+// The store never reads a clock. Every Tx carries the instant its command was
+// admitted; lazy expiry, TTL arithmetic and the active sweeper use the instant
+// they are given. Expiry is kept in Unix milliseconds, as Redis keeps it, so
+// TTL/PTTL replies and the moment a key disappears match Redis exactly: a key
+// whose expiry is T ms is still there at T and gone at T+1.
+//
+// # Values
+//
+// Strings are held as bytes, or as an int64 when they are the canonical
+// decimal form of one (Redis' "int" encoding): INCR and the GCRA theoretical
+// arrival time of CL.THROTTLE live there without allocating, and GET shows
+// them as decimal text. Later engine kinds get their own Kind.
+package store

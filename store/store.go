@@ -1,0 +1,505 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"hash/maphash"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Errors returned by the store.
+var (
+	// ErrBadConfig is returned by Config.Validate for an unusable configuration.
+	ErrBadConfig = errors.New("store: invalid configuration")
+)
+
+// Config configures a Store. Zero fields mean the defaults.
+type Config struct {
+	// Databases is the number of logical databases (SELECT 0..Databases-1).
+	Databases int
+	// Shards is the number of hash shards, a power of two.
+	Shards int
+}
+
+// DefaultConfig returns the default configuration: 16 databases, 256 shards.
+func DefaultConfig() Config { return Config{Databases: 16, Shards: 256} }
+
+// Validate fills zero fields with defaults and checks the rest.
+func (c *Config) Validate() error {
+	d := DefaultConfig()
+	if c.Databases == 0 {
+		c.Databases = d.Databases
+	}
+	if c.Shards == 0 {
+		c.Shards = d.Shards
+	}
+	if c.Databases < 1 || c.Databases > 1<<16 {
+		return errors.Join(ErrBadConfig, errors.New("databases must be between 1 and 65536"))
+	}
+	if c.Shards < 1 || c.Shards&(c.Shards-1) != 0 || c.Shards > 1<<16 {
+		return errors.Join(ErrBadConfig, errors.New("shards must be a power of two up to 65536"))
+	}
+	return nil
+}
+
+// Store is the keyspace. It is safe for concurrent use by commands that follow
+// the locking rules of the package doc.
+type Store struct {
+	seed   maphash.Seed
+	shards []shard
+	mask   uint64
+	dbs    int
+
+	expiredKeys atomic.Int64 // keys removed because their TTL passed
+}
+
+// entry is one key. Entries are held by pointer so that overwriting a live key
+// mutates it in place instead of re-inserting the key string into the map.
+type entry struct {
+	val      Value
+	expireMs int64 // Unix milliseconds; 0 means no expiry
+}
+
+type shard struct {
+	mu sync.Mutex // guards everything below
+	// dbs holds one map per database, created on first write.
+	dbs []map[string]*entry
+	// expires counts the keys with an expiry in each database.
+	expires []int
+	// watchers lists the WATCHes on keys of this shard; nil when there are none,
+	// which keeps the write path to one nil check.
+	watchers map[dbKey][]*Watch
+}
+
+type dbKey struct {
+	db  int
+	key string
+}
+
+// New returns an empty store.
+func New(cfg Config) (*Store, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Store{
+		seed:   maphash.MakeSeed(),
+		shards: make([]shard, cfg.Shards),
+		mask:   uint64(cfg.Shards - 1),
+		dbs:    cfg.Databases,
+	}
+	for i := range s.shards {
+		s.shards[i].dbs = make([]map[string]*entry, cfg.Databases)
+		s.shards[i].expires = make([]int, cfg.Databases)
+	}
+	return s, nil
+}
+
+// Databases returns the number of databases.
+func (s *Store) Databases() int { return s.dbs }
+
+// ExpiredKeys returns how many keys have been removed because they expired.
+func (s *Store) ExpiredKeys() int64 { return s.expiredKeys.Load() }
+
+func (s *Store) hash(key []byte) uint64 { return maphash.Bytes(s.seed, key) }
+
+// ShardOf returns the index of the shard that holds key.
+func (s *Store) ShardOf(key []byte) int { return int(s.hash(key) & s.mask) }
+
+// LockSet is the set of shards a command needs. Reuse one per connection to
+// avoid allocating.
+type LockSet struct {
+	idx []int
+	all bool
+}
+
+// Reset empties the set.
+func (l *LockSet) Reset() { l.idx, l.all = l.idx[:0], false }
+
+// AddAll asks for every shard.
+func (l *LockSet) AddAll() { l.all = true }
+
+// Add asks for the shard of key.
+func (l *LockSet) Add(s *Store, key []byte) { l.idx = append(l.idx, s.ShardOf(key)) }
+
+// Lock locks the shards of l in ascending order.
+func (s *Store) Lock(l *LockSet) {
+	if l.all {
+		for i := range s.shards {
+			s.shards[i].mu.Lock()
+		}
+		return
+	}
+	if len(l.idx) > 1 {
+		slices.Sort(l.idx)
+		l.idx = slices.Compact(l.idx)
+	}
+	for _, i := range l.idx {
+		s.shards[i].mu.Lock()
+	}
+}
+
+// Unlock releases what Lock took.
+func (s *Store) Unlock(l *LockSet) {
+	if l.all {
+		for i := range s.shards {
+			s.shards[i].mu.Unlock()
+		}
+		return
+	}
+	for _, i := range l.idx {
+		s.shards[i].mu.Unlock()
+	}
+}
+
+// Tx works on the keyspace at one instant. Its methods assume the caller holds
+// the locks of the shards they touch (see Lock); the whole-keyspace methods
+// assume every shard is locked.
+type Tx struct {
+	s     *Store
+	now   int64
+	nowMs int64
+}
+
+// Tx returns a view of the store at now (Unix nanoseconds).
+func (s *Store) Tx(now int64) Tx {
+	return Tx{s: s, now: now, nowMs: floorDiv(now, 1e6)}
+}
+
+// Now returns the instant of the transaction in Unix nanoseconds.
+func (t Tx) Now() int64 { return t.now }
+
+// NowMs returns the instant of the transaction in Unix milliseconds.
+func (t Tx) NowMs() int64 { return t.nowMs }
+
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if (a%b != 0) && ((a < 0) != (b < 0)) {
+		q--
+	}
+	return q
+}
+
+func (t Tx) shard(key []byte) *shard { return &t.s.shards[t.s.hash(key)&t.s.mask] }
+
+// expired reports whether an entry's expiry has passed: Redis keeps a key
+// through its expiry millisecond and drops it after.
+func (t Tx) expired(e *entry) bool { return e.expireMs != 0 && t.nowMs > e.expireMs }
+
+// lookup returns the live entry for key, removing it first if it has expired.
+func (t Tx) lookup(sh *shard, db int, key []byte) *entry {
+	m := sh.dbs[db]
+	if m == nil {
+		return nil
+	}
+	e := m[string(key)]
+	if e == nil {
+		return nil
+	}
+	if t.expired(e) {
+		t.s.expiredKeys.Add(1)
+		sh.remove(db, key, e)
+		return nil
+	}
+	return e
+}
+
+// remove deletes an entry known to be in the map and tells watchers.
+func (sh *shard) remove(db int, key []byte, e *entry) {
+	if e.expireMs != 0 {
+		sh.expires[db]--
+	}
+	delete(sh.dbs[db], string(key))
+	sh.touch(db, key)
+}
+
+// Get returns the value of key and whether it exists.
+func (t Tx) Get(db int, key []byte) (Value, bool) {
+	e := t.lookup(t.shard(key), db, key)
+	if e == nil {
+		return Value{}, false
+	}
+	return e.val, true
+}
+
+// Exists reports whether key exists.
+func (t Tx) Exists(db int, key []byte) bool {
+	return t.lookup(t.shard(key), db, key) != nil
+}
+
+// ExpireMs returns the key's expiry in Unix ms (0 when it has none) and
+// whether the key exists.
+func (t Tx) ExpireMs(db int, key []byte) (int64, bool) {
+	e := t.lookup(t.shard(key), db, key)
+	if e == nil {
+		return 0, false
+	}
+	return e.expireMs, true
+}
+
+// Put stores v under key with expiry expireMs (Unix ms, 0 for none),
+// replacing any previous value and expiry. The store takes ownership of
+// v.Bytes and copies key only when the key is new. An expiry that has already
+// passed deletes the key, as Redis does for SET with a past EXAT.
+func (t Tx) Put(db int, key []byte, v Value, expireMs int64) {
+	sh := t.shard(key)
+	e := t.lookup(sh, db, key)
+	if expireMs != 0 && t.nowMs > expireMs {
+		if e != nil {
+			sh.remove(db, key, e)
+		}
+		return
+	}
+	if e == nil {
+		m := sh.dbs[db]
+		if m == nil {
+			m = make(map[string]*entry)
+			sh.dbs[db] = m
+		}
+		e = &entry{}
+		m[string(key)] = e
+	}
+	if (e.expireMs != 0) != (expireMs != 0) {
+		if expireMs != 0 {
+			sh.expires[db]++
+		} else {
+			sh.expires[db]--
+		}
+	}
+	e.val, e.expireMs = v, expireMs
+	sh.touch(db, key)
+}
+
+// PutKeepTTL stores v under key keeping the key's current expiry (none for a
+// new key). Like Put it takes ownership of v.Bytes.
+func (t Tx) PutKeepTTL(db int, key []byte, v Value) {
+	sh := t.shard(key)
+	if e := t.lookup(sh, db, key); e != nil {
+		e.val = v
+		sh.touch(db, key)
+		return
+	}
+	t.Put(db, key, v, 0)
+}
+
+// Delete removes key and reports whether it existed.
+func (t Tx) Delete(db int, key []byte) bool {
+	sh := t.shard(key)
+	e := t.lookup(sh, db, key)
+	if e == nil {
+		return false
+	}
+	sh.remove(db, key, e)
+	return true
+}
+
+// SetExpire sets the expiry of an existing key (Unix ms, 0 removes it) and
+// reports whether the key existed. An expiry already in the past deletes the
+// key, as EXPIRE with a non-positive timeout does in Redis.
+func (t Tx) SetExpire(db int, key []byte, expireMs int64) bool {
+	sh := t.shard(key)
+	e := t.lookup(sh, db, key)
+	if e == nil {
+		return false
+	}
+	if expireMs != 0 && expireMs <= t.nowMs {
+		sh.remove(db, key, e)
+		return true
+	}
+	if (e.expireMs != 0) != (expireMs != 0) {
+		if expireMs != 0 {
+			sh.expires[db]++
+		} else {
+			sh.expires[db]--
+		}
+	}
+	e.expireMs = expireMs
+	sh.touch(db, key)
+	return true
+}
+
+// DBSize returns the number of keys in db, counting keys that have expired but
+// not been removed yet, as Redis does.
+func (t Tx) DBSize(db int) int {
+	n := 0
+	for i := range t.s.shards {
+		n += len(t.s.shards[i].dbs[db])
+	}
+	return n
+}
+
+// Counts returns the number of keys and of keys with an expiry in db, locking
+// one shard at a time (for INFO: not a snapshot of one instant).
+func (s *Store) Counts(db int) (keys, expires int) {
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		keys += len(sh.dbs[db])
+		expires += sh.expires[db]
+		sh.mu.Unlock()
+	}
+	return keys, expires
+}
+
+// Flush removes every key of db.
+func (t Tx) Flush(db int) {
+	for i := range t.s.shards {
+		sh := &t.s.shards[i]
+		if sh.watchers != nil {
+			for k := range sh.dbs[db] {
+				sh.touch(db, []byte(k))
+			}
+		}
+		sh.dbs[db] = nil
+		sh.expires[db] = 0
+	}
+}
+
+// ForEach calls fn for every live key of db, in no particular order, until fn
+// returns false. key and v are valid only during the call.
+func (t Tx) ForEach(db int, fn func(key string, v Value) bool) {
+	for i := range t.s.shards {
+		for k, e := range t.s.shards[i].dbs[db] {
+			if t.expired(e) {
+				continue
+			}
+			if !fn(k, e.val) {
+				return
+			}
+		}
+	}
+}
+
+// Scan returns up to about count live keys of db starting at cursor, and the
+// cursor to continue from (0 when the scan is complete). A key present for the
+// whole scan is returned at least once, as SCAN guarantees.
+//
+// The cursor names a shard (high 32 bits) and a position in that shard's keys
+// ordered by a 32-bit hash (low 32 bits). Each call visits one shard's map,
+// which keeps a call's cost bounded by the shard size rather than the keyspace.
+func (t Tx) Scan(db int, cursor uint64, count int, fn func(key string, v Value)) uint64 {
+	si := cursor >> 32
+	from := uint32(cursor)
+	if count < 1 {
+		count = 10
+	}
+	for ; si < uint64(len(t.s.shards)); si, from = si+1, 0 {
+		m := t.s.shards[si].dbs[db]
+		if len(m) == 0 {
+			continue
+		}
+		type hk struct {
+			h uint32
+			k string
+			e *entry
+		}
+		var picked []hk
+		for k, e := range m {
+			h := uint32(maphash.String(t.s.seed, k) >> 32)
+			if h >= from {
+				picked = append(picked, hk{h, k, e})
+			}
+		}
+		if len(picked) == 0 {
+			continue
+		}
+		slices.SortFunc(picked, func(a, b hk) int {
+			switch {
+			case a.h < b.h:
+				return -1
+			case a.h > b.h:
+				return 1
+			}
+			return 0
+		})
+		// Take count keys, plus every key sharing the last taken hash, so the
+		// next call can start strictly after that hash.
+		n := min(count, len(picked))
+		for n < len(picked) && picked[n].h == picked[n-1].h {
+			n++
+		}
+		for _, p := range picked[:n] {
+			if !t.expired(p.e) {
+				fn(p.k, p.e.val)
+			}
+		}
+		if n < len(picked) {
+			// picked[n-1].h < picked[n].h <= MaxUint32, so +1 cannot wrap.
+			return si<<32 | uint64(picked[n-1].h+1)
+		}
+		// This shard is done; the next call starts at the next one.
+		if si+1 < uint64(len(t.s.shards)) {
+			return (si + 1) << 32
+		}
+		return 0
+	}
+	return 0
+}
+
+// SampleExpire removes expired keys from one shard the way Redis' active
+// expiry cycle does: it looks at up to 20 keys with an expiry per database and
+// repeats while more than a quarter of them had expired, at most rounds times.
+// The shard is locked here; the caller holds no lock. It returns how many keys
+// it removed.
+func (s *Store) SampleExpire(shardIdx int, now int64, rounds int) int {
+	const sample = 20
+	sh := &s.shards[shardIdx]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	t := s.Tx(now)
+	removed := 0
+	for db := range sh.dbs {
+		for r := 0; r < rounds && sh.expires[db] > 0; r++ {
+			seen, gone, visited := 0, 0, 0
+			// Map iteration starts at a random place, which makes this a sample.
+			for k, e := range sh.dbs[db] {
+				visited++
+				if e.expireMs != 0 {
+					seen++
+					if t.expired(e) {
+						sh.remove(db, []byte(k), e)
+						gone++
+					}
+				}
+				if seen == sample || visited == 4*sample {
+					break
+				}
+			}
+			removed += gone
+			if gone*4 <= seen || seen == 0 {
+				break
+			}
+		}
+	}
+	s.expiredKeys.Add(int64(removed))
+	return removed
+}
+
+// Shards returns the number of shards.
+func (s *Store) Shards() int { return len(s.shards) }
+
+// SweepInterval is how often Sweep runs Redis' active expiry cycle (Redis'
+// default hz of 10).
+const SweepInterval = 100 * time.Millisecond
+
+// Sweep removes expired keys in the background until ctx is done: every
+// SweepInterval it samples each shard (SampleExpire) at the instant now
+// returns. Lazy expiry on access does the rest, so keys nobody reads still
+// leave memory.
+func (s *Store) Sweep(ctx context.Context, now func() int64) {
+	t := time.NewTicker(SweepInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		at := now()
+		for i := range s.shards {
+			s.SampleExpire(i, at, 16)
+		}
+	}
+}

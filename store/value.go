@@ -1,0 +1,128 @@
+package store
+
+import (
+	"strconv"
+)
+
+// Kind is the kind of value a key holds.
+type Kind uint8
+
+// The value kinds.
+const (
+	// KindString is a string held as bytes (Value.Bytes).
+	KindString Kind = iota + 1
+	// KindInt is a string that is the canonical decimal form of an int64,
+	// held as that integer (Value.Int).
+	KindInt
+)
+
+// TypeName is what TYPE answers for a key of this kind.
+func (k Kind) TypeName() string {
+	switch k {
+	case KindString, KindInt:
+		return "string"
+	}
+	return "none"
+}
+
+// Value is one key's value. A Value handed to the store becomes the store's:
+// the caller must not modify Bytes afterwards. A Value read from the store
+// aliases the store's bytes and is valid while the key's shard is locked.
+type Value struct {
+	Kind  Kind
+	Int   int64
+	Bytes []byte
+}
+
+// StringValue returns the value for the string b, using the integer encoding
+// when b is the canonical decimal form of an int64 ("12", "-7"; not "012",
+// "+1", "-0" or " 1", which stay bytes so GET returns them unchanged). b is
+// kept, not copied.
+func StringValue(b []byte) Value {
+	if n, ok := ParseInt(b); ok {
+		return Value{Kind: KindInt, Int: n}
+	}
+	return Value{Kind: KindString, Bytes: b}
+}
+
+// IntValue returns the integer-encoded value n.
+func IntValue(n int64) Value { return Value{Kind: KindInt, Int: n} }
+
+// IsString reports whether the value is a string (either encoding).
+func (v Value) IsString() bool { return v.Kind == KindString || v.Kind == KindInt }
+
+// AppendString appends the string form of a string value to dst.
+func (v Value) AppendString(dst []byte) []byte {
+	if v.Kind == KindInt {
+		return strconv.AppendInt(dst, v.Int, 10)
+	}
+	return append(dst, v.Bytes...)
+}
+
+// StringLen is the length of the string form of a string value.
+func (v Value) StringLen() int {
+	if v.Kind == KindInt {
+		var buf [20]byte
+		return len(strconv.AppendInt(buf[:0], v.Int, 10))
+	}
+	return len(v.Bytes)
+}
+
+// Integer returns the value as an int64 when it is a string holding a decimal
+// integer, with Redis' rules (string2ll: optional '-', digits, no leading
+// zeros, no spaces, fits in int64).
+func (v Value) Integer() (int64, bool) {
+	switch v.Kind {
+	case KindInt:
+		return v.Int, true
+	case KindString:
+		return ParseInt(v.Bytes)
+	}
+	return 0, false
+}
+
+// ParseInt parses b when it is the canonical decimal form of an int64, what
+// strconv.FormatInt would print for the number. These are Redis' rules for
+// integer arguments and values (string2ll): an optional '-', digits, no
+// leading zeros, no '+', no spaces, no "-0".
+func ParseInt(b []byte) (int64, bool) {
+	if len(b) == 0 || len(b) > 20 {
+		return 0, false
+	}
+	i := 0
+	neg := b[0] == '-'
+	if neg {
+		i = 1
+		if len(b) == 1 {
+			return 0, false
+		}
+	}
+	if b[i] == '0' && len(b) > i+1 {
+		return 0, false // leading zero
+	}
+	if neg && b[i] == '0' {
+		return 0, false // "-0"
+	}
+	var u uint64
+	for ; i < len(b); i++ {
+		c := b[i]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		d := uint64(c - '0')
+		if u > (1<<64-1-d)/10 {
+			return 0, false
+		}
+		u = u*10 + d
+	}
+	if neg {
+		if u > 1<<63 {
+			return 0, false
+		}
+		return int64(-u), true
+	}
+	if u > 1<<63-1 {
+		return 0, false
+	}
+	return int64(u), true
+}
