@@ -221,14 +221,15 @@ func (r *Reader) rdParse() ([][]byte, int, error) {
 				if i < 0 {
 					return nil, 0, err
 				}
-				h := b[r.pos : r.pos+i]
-				if h[0] != '$' {
+				// b[pos] exists even when the line is empty (i == 0): it
+				// is then the '\r' itself, which Redis reports.
+				if c := b[r.pos]; c != '$' {
 					if wait, err := r.rdNul(b, r.pos, i, "too big bulk count string"); wait {
 						return nil, 0, err
 					}
-					return nil, 0, rdProtoErr("expected '$', got '" + rdReplyByte(h[0]) + "'")
+					return nil, 0, rdProtoErr("expected '$', got '" + rdReplyByte(c) + "'")
 				}
-				ll, ok := rdParseInt(h[1:])
+				ll, ok := rdParseInt(b[r.pos+1 : r.pos+i])
 				if !ok || ll < 0 || ll > r.lim.MaxBulkLen {
 					if wait, err := r.rdNul(b, r.pos, i, "too big bulk count string"); wait {
 						return nil, 0, err

@@ -157,9 +157,9 @@ func (s *Server) newConn(nc net.Conn) *Conn {
 	}
 	c.W.proto = 2
 	c.info.Proto, c.info.Multi, c.info.User = 2, -1, "default"
-	c.authed = s.cfg.RequireAuth == nil || !s.cfg.RequireAuth()
+	c.unauthed = s.cfg.RequireAuth != nil && s.cfg.RequireAuth()
 	c.rd = NewReader(flusher{c}, s.cfg.Limits)
-	c.rd.SetAuthenticated(c.authed)
+	c.rd.SetAuthenticated(!c.unauthed)
 	return c
 }
 
@@ -230,8 +230,10 @@ type Conn struct {
 	nc      net.Conn
 	srv     *Server
 	rd      *Reader
-	authed  bool
-	closing bool
+	// unauthed is true until AUTH succeeds when the server requires a
+	// password; the zero Conn is authenticated, which suits handler tests.
+	unauthed bool
+	closing  bool
 
 	// info holds what CLIENT LIST shows, readable from other goroutines.
 	info struct {
@@ -242,12 +244,14 @@ type Conn struct {
 
 // Authenticated reports whether the connection has authenticated (always true
 // when the server requires no password).
-func (c *Conn) Authenticated() bool { return c.authed }
+func (c *Conn) Authenticated() bool { return !c.unauthed }
 
 // SetAuthenticated records the result of AUTH or HELLO AUTH.
 func (c *Conn) SetAuthenticated(ok bool) {
-	c.authed = ok
-	c.rd.SetAuthenticated(ok)
+	c.unauthed = !ok
+	if c.rd != nil {
+		c.rd.SetAuthenticated(ok)
+	}
 }
 
 // SetProto switches the reply protocol (2 or 3).

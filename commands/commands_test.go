@@ -1,0 +1,136 @@
+package commands
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/throttleddb/throttled/clock"
+	"github.com/throttleddb/throttled/resp"
+	"github.com/throttleddb/throttled/store"
+)
+
+// t0 is a fixed instant for frozen-clock tests (Unix ns).
+const t0 = int64(1_700_000_000_000_000_000)
+
+func newTestServer(t testing.TB) (*Server, *clock.Manual) {
+	t.Helper()
+	st, err := store.New(store.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := clock.NewManual(t0)
+	s, err := New(Config{Store: st, Clock: m, Manual: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, m
+}
+
+// do runs one command on conn and returns the raw reply.
+func do(s *Server, c *resp.Conn, args ...string) string {
+	bs := make([][]byte, len(args))
+	for i, a := range args {
+		bs[i] = []byte(a)
+	}
+	c.W.Truncate(0)
+	s.ServeRESP(c, bs)
+	return string(c.W.Bytes())
+}
+
+func TestTable_WellFormed(t *testing.T) {
+	tab := newTable(specs)
+	for _, sp := range specs {
+		if sp.Arity == 0 {
+			t.Errorf("%s: arity 0", sp.Name)
+		}
+		if sp.Group == "" || sp.Summary == "" {
+			t.Errorf("%s: missing group or summary for COMMAND DOCS", sp.Name)
+		}
+		if sp.Flags&Write != 0 && sp.Flags&ReadOnly != 0 {
+			t.Errorf("%s: both write and readonly", sp.Name)
+		}
+		if got := tab.lookup([]byte(strings.ToUpper(sp.Name))); got != sp {
+			t.Errorf("lookup(%q) = %v, want the spec", strings.ToUpper(sp.Name), got)
+		}
+	}
+	if tab.lookup([]byte(strings.Repeat("x", maxNameLen+1))) != nil {
+		t.Error("over-long name found a spec")
+	}
+}
+
+func TestTable_DuplicatePanics(t *testing.T) {
+	defer func() {
+		if recover() == nil {
+			t.Error("duplicate spec did not panic")
+		}
+	}()
+	newTable([]*Spec{specs[0], specs[0]})
+}
+
+func TestDispatch_Errors(t *testing.T) {
+	s, _ := newTestServer(t)
+	c := &resp.Conn{}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"NOSUCH", "a", "b"}, "-ERR unknown command 'NOSUCH', with args beginning with: 'a' 'b' \r\n"},
+		{[]string{"get"}, "-ERR wrong number of arguments for 'get' command\r\n"},
+		{[]string{"GET", "a", "b"}, "-ERR wrong number of arguments for 'get' command\r\n"},
+		{[]string{"Cl.Throttle", "k"}, "-" + cellUsage + "\r\n"},
+		{[]string{"ping"}, "+PONG\r\n"},
+	} {
+		if got := do(s, c, tc.args...); got != tc.want {
+			t.Errorf("%q: got %q, want %q", tc.args, got, tc.want)
+		}
+	}
+}
+
+func TestCLThrottle_PeekLeavesNoKey(t *testing.T) {
+	s, _ := newTestServer(t)
+	c := &resp.Conn{}
+	if got, want := do(s, c, "CL.THROTTLE", "k", "15", "30", "60", "0"), "*5\r\n:0\r\n:16\r\n:16\r\n:-1\r\n:0\r\n"; got != want {
+		t.Fatalf("peek: got %q, want %q", got, want)
+	}
+	if got := do(s, c, "EXISTS", "k"); got != ":0\r\n" {
+		t.Fatalf("EXISTS after peek: got %q, want :0", got)
+	}
+}
+
+// TestCLThrottle_HotPathAllocs guards the performance budget of DESIGN.md:
+// CL.THROTTLE on an existing key allocates at most once.
+func TestCLThrottle_HotPathAllocs(t *testing.T) {
+	s, _ := newTestServer(t)
+	c := &resp.Conn{}
+	args := [][]byte{[]byte("CL.THROTTLE"), []byte("user:1"), []byte("15"), []byte("30"), []byte("60")}
+	s.ServeRESP(c, args)
+	allocs := testing.AllocsPerRun(1000, func() {
+		c.W.Truncate(0)
+		s.ServeRESP(c, args)
+	})
+	if allocs > 1 {
+		t.Fatalf("CL.THROTTLE on an existing key: %v allocs, want <= 1", allocs)
+	}
+}
+
+func BenchmarkDispatch_CLThrottle(b *testing.B) {
+	s, _ := newTestServer(b)
+	c := &resp.Conn{}
+	args := [][]byte{[]byte("CL.THROTTLE"), []byte("user:1"), []byte("15"), []byte("30"), []byte("60")}
+	b.ReportAllocs()
+	for b.Loop() {
+		c.W.Truncate(0)
+		s.ServeRESP(c, args)
+	}
+}
+
+func BenchmarkDispatch_INCR(b *testing.B) {
+	s, _ := newTestServer(b)
+	c := &resp.Conn{}
+	args := [][]byte{[]byte("INCR"), []byte("counter:1")}
+	b.ReportAllocs()
+	for b.Loop() {
+		c.W.Truncate(0)
+		s.ServeRESP(c, args)
+	}
+}
