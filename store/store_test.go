@@ -1,0 +1,237 @@
+package store
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+)
+
+const ms = int64(1e6)
+
+// t0 is a fixed instant (Unix ns) on a whole millisecond.
+const t0 = int64(1_700_000_000_000) * ms
+
+func newStore(t testing.TB) *Store {
+	t.Helper()
+	s, err := New(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestParseInt(t *testing.T) {
+	for _, tc := range []struct {
+		in string
+		n  int64
+		ok bool
+	}{
+		{"0", 0, true}, {"12", 12, true}, {"-7", -7, true},
+		{"9223372036854775807", 1<<63 - 1, true}, {"-9223372036854775808", -1 << 63, true},
+		{"9223372036854775808", 0, false}, {"-9223372036854775809", 0, false},
+		{"012", 0, false}, {"-0", 0, false}, {"+1", 0, false}, {" 1", 0, false},
+		{"", 0, false}, {"-", 0, false}, {"1.5", 0, false}, {"99999999999999999999", 0, false},
+	} {
+		n, ok := ParseInt([]byte(tc.in))
+		if n != tc.n || ok != tc.ok {
+			t.Errorf("ParseInt(%q) = %d, %v; want %d, %v", tc.in, n, ok, tc.n, tc.ok)
+		}
+	}
+}
+
+func TestStringValue_IntEncoding(t *testing.T) {
+	if v := StringValue([]byte("123")); v.Kind != KindInt || v.Int != 123 {
+		t.Errorf("StringValue(123) = %+v, want int 123", v)
+	}
+	if v := StringValue([]byte("0123")); v.Kind != KindString || string(v.AppendString(nil)) != "0123" {
+		t.Errorf("StringValue(0123) = %+v, want the bytes kept", v)
+	}
+}
+
+// TestExpiry_MillisecondBoundary: a key whose expiry is T ms is there at T
+// and gone at T+1 ms, as in Redis.
+func TestExpiry_MillisecondBoundary(t *testing.T) {
+	s := newStore(t)
+	key := []byte("k")
+	s.Tx(t0).Put(0, key, StringValue([]byte("v")), t0/ms+1000)
+	if !s.Tx(t0+1000*ms).Exists(0, key) {
+		t.Fatal("key gone at its expiry millisecond")
+	}
+	if !s.Tx(t0+1000*ms+ms-1).Exists(0, key) {
+		t.Fatal("key gone within its expiry millisecond")
+	}
+	if s.Tx(t0+1001*ms).Exists(0, key) {
+		t.Fatal("key still there 1 ms after its expiry")
+	}
+	if got := s.ExpiredKeys(); got != 1 {
+		t.Fatalf("ExpiredKeys = %d, want 1", got)
+	}
+	if keys, exp := s.Counts(0); keys != 0 || exp != 0 {
+		t.Fatalf("Counts = %d, %d after expiry; want 0, 0", keys, exp)
+	}
+}
+
+func TestPut_PastExpiryDeletes(t *testing.T) {
+	s := newStore(t)
+	tx := s.Tx(t0)
+	tx.Put(0, []byte("k"), IntValue(1), 0)
+	tx.Put(0, []byte("k"), IntValue(2), t0/ms-1)
+	if tx.Exists(0, []byte("k")) {
+		t.Fatal("Put with a past expiry left the key")
+	}
+}
+
+func TestExpiresCount(t *testing.T) {
+	s := newStore(t)
+	tx := s.Tx(t0)
+	tx.Put(0, []byte("a"), IntValue(1), t0/ms+10)
+	tx.Put(0, []byte("b"), IntValue(1), 0)
+	tx.SetExpire(0, []byte("b"), t0/ms+10)
+	tx.PutKeepTTL(0, []byte("b"), IntValue(2))
+	tx.SetExpire(0, []byte("a"), 0)
+	if keys, exp := s.Counts(0); keys != 2 || exp != 1 {
+		t.Fatalf("Counts = %d keys, %d expires; want 2, 1", keys, exp)
+	}
+	if e, _ := tx.ExpireMs(0, []byte("b")); e != t0/ms+10 {
+		t.Fatalf("PutKeepTTL lost the TTL: %d", e)
+	}
+}
+
+func TestSampleExpire_RemovesExpiredKeys(t *testing.T) {
+	s, err := New(Config{Shards: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx := s.Tx(t0)
+	for i := range 1000 {
+		exp := t0/ms + 10
+		if i%10 == 0 {
+			exp = 0 // persistent keys must survive
+		}
+		tx.Put(0, fmt.Appendf(nil, "k%d", i), IntValue(1), exp)
+	}
+	later := t0 + 11*ms
+	for s.SampleExpire(0, later, 16) > 0 {
+	}
+	// Sampling stops once few sampled keys are expired; what is left is
+	// found lazily. Every persistent key must still be there.
+	if keys, _ := s.Counts(0); keys < 100 {
+		t.Fatalf("%d keys left, want at least the 100 persistent ones", keys)
+	}
+	n := 0
+	s.Tx(later).ForEach(0, func(string, Value) bool { n++; return true })
+	if n != 100 {
+		t.Fatalf("%d live keys, want 100", n)
+	}
+}
+
+// TestScan_CompleteUnderWrites checks SCAN's guarantee: every key present for
+// the whole iteration is returned, even while other keys come and go.
+func TestScan_CompleteUnderWrites(t *testing.T) {
+	s, err := New(Config{Shards: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var all LockSet
+	all.AddAll()
+	tx := s.Tx(t0)
+	for i := range 2000 {
+		tx.Put(0, fmt.Appendf(nil, "stable%d", i), IntValue(1), 0)
+	}
+	seen := map[string]bool{}
+	cursor := uint64(0)
+	for i := 0; ; i++ {
+		s.Lock(&all)
+		cursor = tx.Scan(0, cursor, 7, func(k string, _ Value) { seen[k] = true })
+		tx.Put(0, fmt.Appendf(nil, "churn%d", i), IntValue(1), 0)
+		tx.Delete(0, fmt.Appendf(nil, "churn%d", i-3))
+		s.Unlock(&all)
+		if cursor == 0 {
+			break
+		}
+	}
+	for i := range 2000 {
+		if k := fmt.Sprintf("stable%d", i); !seen[k] {
+			t.Fatalf("SCAN missed %s", k)
+		}
+	}
+}
+
+func TestWatch_DirtyOnWrite(t *testing.T) {
+	s := newStore(t)
+	var w Watch
+	var l LockSet
+	l.Add(s, []byte("k"))
+	s.Lock(&l)
+	s.Tx(t0).Watch(&w, 0, []byte("k"))
+	s.Unlock(&l)
+	if w.Dirty() {
+		t.Fatal("dirty before any write")
+	}
+	s.Lock(&l)
+	s.Tx(t0).Put(1, []byte("k"), IntValue(1), 0) // other database: not watched
+	s.Unlock(&l)
+	if w.Dirty() {
+		t.Fatal("a write to another database made the watch dirty")
+	}
+	s.Lock(&l)
+	s.Tx(t0).Put(0, []byte("k"), IntValue(1), 0)
+	s.Unlock(&l)
+	if !w.Dirty() {
+		t.Fatal("write to a watched key not seen")
+	}
+	s.Unwatch(&w)
+	if w.Dirty() || w.Watching() {
+		t.Fatal("Unwatch did not reset the watch")
+	}
+}
+
+func TestWatch_ExpiryCounts(t *testing.T) {
+	s := newStore(t)
+	var w Watch
+	var l LockSet
+	l.Add(s, []byte("k"))
+	s.Lock(&l)
+	defer s.Unlock(&l)
+	s.Tx(t0).Put(0, []byte("k"), IntValue(1), t0/ms+5)
+	s.Tx(t0).Watch(&w, 0, []byte("k"))
+	if s.Tx(t0).WatchExpired(&w) {
+		t.Fatal("expired before its time")
+	}
+	if !s.Tx(t0 + 6*ms).WatchExpired(&w) {
+		t.Fatal("a watched key that expired was not reported")
+	}
+}
+
+// TestConcurrentIncrements runs writers on overlapping keys through the lock
+// protocol; with -race it also checks the locking itself.
+func TestConcurrentIncrements(t *testing.T) {
+	s := newStore(t)
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var l LockSet
+			for i := range 1000 {
+				a, b := fmt.Appendf(nil, "k%d", i%5), fmt.Appendf(nil, "k%d", (i+g)%5)
+				l.Reset()
+				l.Add(s, b)
+				l.Add(s, a)
+				s.Lock(&l)
+				tx := s.Tx(t0)
+				for _, k := range [][]byte{a, b} {
+					v, _ := tx.Get(0, k)
+					tx.PutKeepTTL(0, k, IntValue(v.Int+1))
+				}
+				s.Unlock(&l)
+			}
+		}()
+	}
+	wg.Wait()
+	var sum int64
+	s.Tx(t0).ForEach(0, func(_ string, v Value) bool { sum += v.Int; return true })
+	if sum != 8*1000*2 {
+		t.Fatalf("sum = %d, want %d", sum, 8*1000*2)
+	}
+}
