@@ -1,0 +1,171 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+type reportInfo struct {
+	cfg          config
+	date         time.Time
+	throttled    string // how the throttled binary was obtained
+	goVersion    string
+	redisVersion string
+	benchVersion string
+}
+
+// writeReport prints the Markdown report: the setup, then per pipeline depth
+// one table of cases and one of headline ratios, then the exact commands.
+func writeReport(w io.Writer, info reportInfo, cs []benchCase, results map[mkey][]float64) {
+	cfg := info.cfg
+	fmt.Fprintf(w, "## throttled vs redis-server (redis-benchmark)\n\n")
+	fmt.Fprintf(w, "- Date: %s\n", info.date.Format("2006-01-02 15:04 MST"))
+	fmt.Fprintf(w, "- Machine: %s\n", machine())
+	fmt.Fprintf(w, "- Go: %s\n", info.goVersion)
+	fmt.Fprintf(w, "- redis-server version: %s\n", info.redisVersion)
+	fmt.Fprintf(w, "- Client: %s, `-c %d -n %d -r %d%s -q --csv`, each figure the median of %d run(s); client and both servers share the machine\n",
+		info.benchVersion, cfg.clients, cfg.requests, cfg.keyspace, threadsFlag(cfg.threads), cfg.runs)
+	if cfg.throttledAddr != "" {
+		fmt.Fprintf(w, "- throttled slot: external server at %s (not started by this run)\n", cfg.throttledAddr)
+	} else {
+		fmt.Fprintf(w, "- throttled: %s, `--bind 127.0.0.1 --port <free>`", info.throttled)
+		if cfg.throttledFlags != "" {
+			fmt.Fprintf(w, " plus `%s`", cfg.throttledFlags)
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintf(w, "- redis-server: `--save \"\" --appendonly no --port <free> --bind 127.0.0.1`")
+	if cfg.redisFlags != "" {
+		fmt.Fprintf(w, " plus `%s`", cfg.redisFlags)
+	}
+	fmt.Fprintln(w)
+
+	spread := cfg.runs > 1
+	for _, pl := range cfg.pipelines {
+		fmt.Fprintf(w, "\n### Pipeline %d (`-P %d`)\n\n", pl, pl)
+		if spread {
+			fmt.Fprintf(w, "Requests per second, median (± half the min-max range, in %% of the median).\n\n")
+		}
+		fmt.Fprintf(w, "| command | throttled rps | redis-server rps | throttled / redis-server |\n")
+		fmt.Fprintf(w, "|---|---:|---:|---:|\n")
+		for _, c := range cs {
+			t := results[mkey{pl, c.Name, throttledSide}]
+			r := results[mkey{pl, c.Name, redisSide}]
+			fmt.Fprintf(w, "| %s | %s | %s | %s |\n", c.Name, rpsCell(t, spread), rpsCell(r, spread), ratioCell(t, r))
+		}
+		var rows []string
+		for _, h := range headlines {
+			num := results[mkey{pl, h.Num.Case, h.Num.Side}]
+			den := results[mkey{pl, h.Den.Case, h.Den.Side}]
+			if len(num) == 0 || len(den) == 0 {
+				continue // a case left out with -cases
+			}
+			rows = append(rows, fmt.Sprintf("| %s | %s |\n", h.Label, ratioCell(num, den)))
+		}
+		if len(rows) > 0 {
+			fmt.Fprintf(w, "\n| headline (P=%d) | ratio |\n|---|---:|\n%s", pl, strings.Join(rows, ""))
+		}
+	}
+
+	fmt.Fprintf(w, "\nCommands (`__rand_int__` is a random 12-digit number below %d):\n\n", cfg.keyspace)
+	fmt.Fprintf(w, "| command | sent to throttled | sent to redis-server |\n|---|---|---|\n")
+	for _, c := range cs {
+		redis := c.command(redisSide)
+		if len(redis) > 1 && redis[0] == "EVALSHA" {
+			redis = append([]string{"EVALSHA", "<sha of bench/gcra.lua>"}, redis[2:]...)
+		}
+		fmt.Fprintf(w, "| %s | %s | %s |\n", c.Name, codeCell(c.Throttled), codeCell(redis))
+	}
+}
+
+func threadsFlag(n int) string {
+	if n == 0 {
+		return ""
+	}
+	return " --threads " + strconv.Itoa(n)
+}
+
+func codeCell(cmd []string) string {
+	if cmd == nil {
+		return "-"
+	}
+	return "`" + strings.Join(cmd, " ") + "`"
+}
+
+// median of xs; 0 when empty.
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	m := len(s) / 2
+	if len(s)%2 == 1 {
+		return s[m]
+	}
+	return (s[m-1] + s[m]) / 2
+}
+
+func rpsCell(xs []float64, spread bool) string {
+	if len(xs) == 0 {
+		return "-"
+	}
+	m := median(xs)
+	out := thousands(int64(math.Round(m)))
+	if spread && len(xs) > 1 {
+		half := (slices.Max(xs) - slices.Min(xs)) / 2
+		out += fmt.Sprintf(" ±%.0f%%", 100*half/m)
+	}
+	return out
+}
+
+func ratioCell(num, den []float64) string {
+	if len(num) == 0 || len(den) == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", median(num)/median(den))
+}
+
+// thousands formats n as 1,234,567.
+func thousands(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	for i, ch := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(ch)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
+}
+
+// machine describes the host: CPU count (as nproc counts them), CPU model
+// and OS when /proc tells them.
+func machine() string {
+	parts := []string{fmt.Sprintf("%d CPUs (nproc)", runtime.NumCPU())}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for line := range strings.Lines(string(b)) {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				parts = append(parts, strings.TrimSpace(v))
+				break
+			}
+		}
+	}
+	osinfo := runtime.GOOS + "/" + runtime.GOARCH
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		osinfo += ", kernel " + strings.TrimSpace(string(b))
+	}
+	return strings.Join(append(parts, osinfo), ", ")
+}

@@ -1,0 +1,158 @@
+// Package redisbench runs redis-benchmark for one command and parses its
+// --csv output.
+package redisbench
+
+import (
+	"bytes"
+	"context"
+	"encoding/csv"
+	"errors"
+	"fmt"
+	"net"
+	"os/exec"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/throttleddb/throttled/bench/internal/procattr"
+)
+
+// Options describe one redis-benchmark run.
+type Options struct {
+	Bin       string   // redis-benchmark binary; "" means "redis-benchmark" on PATH
+	Addr      string   // host:port
+	Clients   int      // -c
+	Requests  int      // -n
+	KeySpace  int      // -r; __rand_int__ in Command is replaced by a random number below it
+	Pipeline  int      // -P
+	Threads   int      // --threads, 0 to leave it out
+	Command   []string // the command and its arguments, sent verbatim
+	ExtraArgs []string // more redis-benchmark options, placed before the command
+}
+
+// Args returns redis-benchmark's argument list for o.
+func (o Options) Args() ([]string, error) {
+	host, port, err := net.SplitHostPort(o.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("address %q: %w", o.Addr, err)
+	}
+	if len(o.Command) == 0 {
+		return nil, errors.New("no command to benchmark")
+	}
+	args := []string{
+		"-h", host, "-p", port,
+		"-c", strconv.Itoa(o.Clients),
+		"-n", strconv.Itoa(o.Requests),
+		"-r", strconv.Itoa(o.KeySpace),
+		"-P", strconv.Itoa(o.Pipeline),
+		"-q", "--csv",
+	}
+	if o.Threads > 0 {
+		args = append(args, "--threads", strconv.Itoa(o.Threads))
+	}
+	args = append(args, o.ExtraArgs...)
+	return append(args, o.Command...), nil
+}
+
+// Result is one run's outcome.
+type Result struct {
+	RPS     float64
+	Command string // the command line that was run, for messages
+	Output  string // stdout and stderr
+}
+
+// Run runs redis-benchmark once. A non-zero exit, an "Error from server" in the
+// output or a missing rps figure is an error that includes the full output.
+// Cancelling ctx kills redis-benchmark.
+func Run(ctx context.Context, o Options) (Result, error) {
+	args, err := o.Args()
+	if err != nil {
+		return Result{}, err
+	}
+	bin := o.Bin
+	if bin == "" {
+		bin = "redis-benchmark"
+	}
+	cmd := exec.CommandContext(ctx, bin, args...)
+	// Own process group: a terminal Ctrl-C reaches the runner, which cancels ctx.
+	cmd.SysProcAttr = procattr.Child()
+	cmd.WaitDelay = 5 * time.Second
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	res := Result{Command: bin + " " + strings.Join(quoteAll(args), " ")}
+	runErr := cmd.Run()
+	res.Output = stdout.String() + stderr.String()
+	if ctx.Err() != nil {
+		return res, ctx.Err()
+	}
+	fail := func(why string) (Result, error) {
+		return res, fmt.Errorf("%s: %s\n--- output ---\n%s", res.Command, why, strings.TrimSpace(res.Output))
+	}
+	if runErr != nil {
+		return fail(runErr.Error())
+	}
+	if strings.Contains(res.Output, "Error from server") {
+		return fail(`"Error from server" in the output`)
+	}
+	rps, err := ParseCSV(stdout.String())
+	if err != nil {
+		return fail(err.Error())
+	}
+	res.RPS = rps
+	return res, nil
+}
+
+// ParseCSV extracts the rps figure from redis-benchmark --csv output holding
+// exactly one test: a header line starting with "test" with an "rps" column,
+// then one data line. Lines that are not CSV records (warnings) are skipped.
+func ParseCSV(out string) (float64, error) {
+	rpsCol := -1
+	var rows [][]string
+	for line := range strings.Lines(out) {
+		line = strings.TrimSpace(line)
+		if !strings.HasPrefix(line, `"`) {
+			continue
+		}
+		rec, err := csv.NewReader(strings.NewReader(line)).Read()
+		if err != nil {
+			return 0, fmt.Errorf("bad CSV line %q: %w", line, err)
+		}
+		if rpsCol < 0 && len(rec) > 0 && rec[0] == "test" {
+			for i, f := range rec {
+				if f == "rps" {
+					rpsCol = i
+				}
+			}
+			continue
+		}
+		rows = append(rows, rec)
+	}
+	if rpsCol < 0 {
+		return 0, errors.New(`no CSV header with an "rps" column`)
+	}
+	if len(rows) != 1 {
+		return 0, fmt.Errorf("want 1 CSV result row, got %d", len(rows))
+	}
+	if rpsCol >= len(rows[0]) {
+		return 0, fmt.Errorf("CSV row %q has no rps column", rows[0])
+	}
+	rps, err := strconv.ParseFloat(rows[0][rpsCol], 64)
+	if err != nil {
+		return 0, fmt.Errorf("bad rps %q: %w", rows[0][rpsCol], err)
+	}
+	if rps <= 0 {
+		return 0, fmt.Errorf("rps is %v", rps)
+	}
+	return rps, nil
+}
+
+func quoteAll(args []string) []string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		if a == "" || strings.ContainsAny(a, " \t\"'\\$") {
+			a = strconv.Quote(a)
+		}
+		out[i] = a
+	}
+	return out
+}

@@ -1,0 +1,189 @@
+// Package respconn is a minimal RESP2 client for the benchmark tools: enough to
+// PING a server, load a script and check a few replies. It is not a general
+// client (no pooling, no RESP3, no pipelining) and is not safe for concurrent
+// use.
+package respconn
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Error is an error reply from the server (the text after '-').
+type Error string
+
+func (e Error) Error() string { return string(e) }
+
+// Conn is one connection to a RESP server.
+type Conn struct {
+	c       net.Conn
+	r       *bufio.Reader
+	timeout time.Duration
+}
+
+// Dial connects to addr. timeout bounds the dial and every later Do call.
+func Dial(ctx context.Context, addr string, timeout time.Duration) (*Conn, error) {
+	d := net.Dialer{Timeout: timeout}
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	return &Conn{c: c, r: bufio.NewReader(c), timeout: timeout}, nil
+}
+
+// Close closes the connection.
+func (c *Conn) Close() error { return c.c.Close() }
+
+// Do sends one command and reads its reply. Replies map to Go values as:
+// simple and bulk strings -> string, integers -> int64, arrays -> []any,
+// null bulk/array -> nil. An error reply is returned as the error (of type
+// Error) with a nil value; I/O and protocol failures are other errors.
+func (c *Conn) Do(args ...string) (any, error) {
+	if c.timeout > 0 {
+		if err := c.c.SetDeadline(time.Now().Add(c.timeout)); err != nil {
+			return nil, err
+		}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "*%d\r\n", len(args))
+	for _, a := range args {
+		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
+	}
+	if _, err := io.WriteString(c.c, b.String()); err != nil {
+		return nil, err
+	}
+	v, err := c.read()
+	if err != nil {
+		return nil, err
+	}
+	if e, ok := v.(Error); ok {
+		return nil, e
+	}
+	return v, nil
+}
+
+var errProtocol = errors.New("respconn: protocol error")
+
+func (c *Conn) line() (string, error) {
+	s, err := c.r.ReadString('\n')
+	if err != nil {
+		return "", err
+	}
+	if len(s) < 3 || s[len(s)-2] != '\r' {
+		return "", fmt.Errorf("%w: bad line %q", errProtocol, s)
+	}
+	return s[:len(s)-2], nil
+}
+
+func (c *Conn) read() (any, error) {
+	l, err := c.line()
+	if err != nil {
+		return nil, err
+	}
+	body := l[1:]
+	switch l[0] {
+	case '+':
+		return body, nil
+	case '-':
+		return Error(body), nil
+	case ':':
+		n, err := strconv.ParseInt(body, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("%w: bad integer %q", errProtocol, body)
+		}
+		return n, nil
+	case '$':
+		n, err := strconv.Atoi(body)
+		if err != nil {
+			return nil, fmt.Errorf("%w: bad bulk length %q", errProtocol, body)
+		}
+		if n < 0 {
+			return nil, nil
+		}
+		buf := make([]byte, n+2)
+		if _, err := io.ReadFull(c.r, buf); err != nil {
+			return nil, err
+		}
+		return string(buf[:n]), nil
+	case '*':
+		n, err := strconv.Atoi(body)
+		if err != nil {
+			return nil, fmt.Errorf("%w: bad array length %q", errProtocol, body)
+		}
+		if n < 0 {
+			return nil, nil
+		}
+		out := make([]any, n)
+		for i := range out {
+			if out[i], err = c.read(); err != nil {
+				return nil, err
+			}
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("%w: unexpected type byte %q", errProtocol, l[0])
+}
+
+// Ints converts an array reply of integers (such as CL.THROTTLE's) to a slice.
+func Ints(v any) ([]int64, error) {
+	arr, ok := v.([]any)
+	if !ok {
+		return nil, fmt.Errorf("reply is %T, not an array", v)
+	}
+	out := make([]int64, len(arr))
+	for i, e := range arr {
+		n, ok := e.(int64)
+		if !ok {
+			return nil, fmt.Errorf("reply element %d is %T, not an integer", i, e)
+		}
+		out[i] = n
+	}
+	return out, nil
+}
+
+// WaitPing polls addr with PING until it answers PONG, ctx is done, the
+// timeout passes, or exited (may be nil) is closed because the server process
+// is gone. It never sleeps longer than one short poll interval at a time.
+func WaitPing(ctx context.Context, addr string, timeout time.Duration, exited <-chan struct{}) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	var last error
+	for {
+		last = ping(ctx, addr)
+		if last == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s did not answer PING within %v: %w (last: %v)", addr, timeout, ctx.Err(), last)
+		case <-exited:
+			return fmt.Errorf("server process exited before answering PING on %s (last: %v)", addr, last)
+		case <-tick.C:
+		}
+	}
+}
+
+func ping(ctx context.Context, addr string) error {
+	c, err := Dial(ctx, addr, 500*time.Millisecond)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	v, err := c.Do("PING")
+	if err != nil {
+		return err
+	}
+	if v != "PONG" {
+		return fmt.Errorf("PING answered %v", v)
+	}
+	return nil
+}

@@ -1,0 +1,162 @@
+// Package server starts and stops the server processes that the benchmark
+// tools measure (throttled and redis-server) on free loopback ports.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/throttleddb/throttled/bench/internal/procattr"
+	"github.com/throttleddb/throttled/bench/internal/respconn"
+)
+
+// FreePort asks the OS for a free TCP port on 127.0.0.1 (listen on :0, close,
+// return the port). Another process could take it before it is used; the
+// window is short and a clash shows up as a server that fails to start.
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// Process is a running server.
+type Process struct {
+	Name string // for messages: "throttled", "redis-server"
+	Addr string // host:port it listens on
+
+	cmd  *exec.Cmd
+	out  *tailBuffer
+	done chan struct{} // closed when the process has exited and been waited for
+	err  error         // Wait's result, valid after done is closed
+
+	stopOnce sync.Once
+}
+
+// Config describes a server process to start.
+type Config struct {
+	Name    string        // for messages: "throttled", "redis-server"
+	Path    string        // binary
+	Args    []string      // its arguments
+	Addr    string        // host:port it will listen on
+	Dir     string        // working directory; "" for the caller's
+	Timeout time.Duration // how long it may take to answer PING
+}
+
+// Start runs the server and waits (up to c.Timeout) for it to answer PING on
+// c.Addr. The process gets its own process group, so a Ctrl-C in the
+// terminal reaches only the caller, which then stops it with Stop; on Linux
+// it is also killed if the caller dies. On error the process is already
+// stopped and the error includes its output.
+func Start(ctx context.Context, c Config) (*Process, error) {
+	p := &Process{
+		Name: c.Name,
+		Addr: c.Addr,
+		cmd:  exec.Command(c.Path, c.Args...),
+		out:  &tailBuffer{max: 64 << 10},
+		done: make(chan struct{}),
+	}
+	p.cmd.Dir = c.Dir
+	p.cmd.Stdout = p.out
+	p.cmd.Stderr = p.out
+	p.cmd.SysProcAttr = procattr.Child()
+	if err := p.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", c.Name, err)
+	}
+	go func() {
+		p.err = p.cmd.Wait()
+		close(p.done)
+	}()
+	if err := respconn.WaitPing(ctx, c.Addr, c.Timeout, p.done); err != nil {
+		_ = p.Stop()
+		return nil, fmt.Errorf("%s (%s): %w\n--- %s output ---\n%s", c.Name, p.CommandLine(), err, c.Name, p.Output())
+	}
+	return p, nil
+}
+
+// CommandLine is the command that was run, for messages.
+func (p *Process) CommandLine() string {
+	return strings.Join(p.cmd.Args, " ")
+}
+
+// Exited is closed once the process has exited.
+func (p *Process) Exited() <-chan struct{} { return p.done }
+
+// Output returns the last 64 KiB the process wrote to stdout and stderr.
+func (p *Process) Output() string { return p.out.String() }
+
+// Stop asks the process to exit (SIGTERM), kills it (SIGKILL) if it is still
+// running after 5 s, and waits for it. It is safe to call more than once and
+// from several goroutines. The error reports an unclean exit; a process that
+// was already gone, or exited because of our SIGTERM, is not an error.
+func (p *Process) Stop() error {
+	var err error
+	p.stopOnce.Do(func() {
+		select {
+		case <-p.done:
+			err = p.exitErr(false)
+			return
+		default:
+		}
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-p.done:
+			err = p.exitErr(true)
+			return
+		case <-time.After(5 * time.Second):
+		}
+		_ = p.cmd.Process.Kill()
+		<-p.done
+		err = fmt.Errorf("%s did not exit within 5s of SIGTERM; killed", p.Name)
+	})
+	return err
+}
+
+func (p *Process) exitErr(signalled bool) error {
+	if p.err == nil {
+		return nil
+	}
+	var ee *exec.ExitError
+	if signalled && errors.As(p.err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGTERM {
+			return nil
+		}
+	}
+	return fmt.Errorf("%s exited: %w", p.Name, p.err)
+}
+
+// Addr formats a loopback address for port.
+func Addr(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	buf []byte
+}
+
+func (b *tailBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf = append(b.buf, p...)
+	if over := len(b.buf) - b.max; over > 0 {
+		b.buf = append(b.buf[:0], b.buf[over:]...)
+	}
+	return len(p), nil
+}
+
+func (b *tailBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return string(b.buf)
+}
