@@ -76,7 +76,7 @@ var specs = []*Spec{
 	{Name: "flushdb", Arity: -1, Flags: Write | AllKeys, Group: "server", Summary: "Removes all keys from the current database.", Run: flushdb},
 	{Name: "flushall", Arity: -1, Flags: Write | AllKeys, Group: "server", Summary: "Removes all keys from all databases.", Run: flushall},
 	{Name: "time", Arity: 1, Flags: Fast, Group: "server", Summary: "Returns the server time.", Run: timeCmd},
-	{Name: "shutdown", Arity: -1, Flags: Admin | NoQueue, Group: "server", Summary: "Synchronously saves the database(s) to disk and shuts down the Redis server.", Run: shutdown},
+	{Name: "shutdown", Arity: -1, Flags: Admin | NoQueue, Group: "server", Summary: "Stops accepting connections, closes the open ones and exits.", Run: shutdown},
 	{Name: "debug", Arity: -2, Flags: Admin, Group: "server", Summary: "A container for debugging commands (DEBUG CLOCK).", Run: debug},
 
 	// generic keyspace
@@ -123,6 +123,7 @@ var specs = []*Spec{
 	{Name: "readonly", Arity: 1, Flags: Fast, Group: "cluster", Summary: "Cluster support is disabled.", Run: clusterOff},
 	{Name: "readwrite", Arity: 1, Flags: Fast, Group: "cluster", Summary: "Cluster support is disabled.", Run: clusterOff},
 	{Name: "asking", Arity: 1, Flags: Fast, Group: "cluster", Summary: "Cluster support is disabled.", Run: clusterOff},
+	{Name: "sentinel", Arity: -2, Group: "sentinel", Summary: "Sentinel support is disabled.", Run: clusterOff},
 }
 
 // maxNameLen bounds command names so lookups can lower-case into a fixed
