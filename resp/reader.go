@@ -11,7 +11,15 @@ import (
 type Limits struct {
 	MaxBulkLen   int64 // proto-max-bulk-len, default 512 MiB (536870912)
 	MaxInlineLen int   // default 64 KiB (65536): inline request and header lines
+	// MaxQueryLen bounds the bytes one unfinished request may hold, Redis'
+	// client-query-buffer-limit (default 1 GiB). Past it Read returns
+	// ErrQueryTooBig and the connection is closed without a reply, as Redis
+	// does.
+	MaxQueryLen int
 }
+
+// ErrQueryTooBig is returned by Read when a request outgrows MaxQueryLen.
+var ErrQueryTooBig = errors.New("resp: request exceeds the query buffer limit")
 
 // ProtocolError is a malformed request. Redis answers
 // "-ERR Protocol error: <Msg>" and then closes the connection (after
@@ -24,6 +32,8 @@ func (e *ProtocolError) Error() string { return "Protocol error: " + e.Msg }
 const (
 	// rdDefaultMaxBulkLen is proto-max-bulk-len's default.
 	rdDefaultMaxBulkLen = 512 << 20
+	// rdDefaultMaxQueryLen is client-query-buffer-limit's default.
+	rdDefaultMaxQueryLen = 1 << 30
 	// rdDefaultMaxInlineLen is PROTO_INLINE_MAX_SIZE.
 	rdDefaultMaxInlineLen = 64 << 10
 	// rdMaxCount is INT_MAX, the ceiling Redis puts on a multibulk count.
@@ -94,6 +104,9 @@ type Reader struct {
 func NewReader(r io.Reader, lim Limits) *Reader {
 	if lim.MaxBulkLen <= 0 {
 		lim.MaxBulkLen = rdDefaultMaxBulkLen
+	}
+	if lim.MaxQueryLen <= 0 {
+		lim.MaxQueryLen = rdDefaultMaxQueryLen
 	}
 	if lim.MaxInlineLen <= 0 {
 		lim.MaxInlineLen = rdDefaultMaxInlineLen
@@ -185,86 +198,133 @@ func (r *Reader) rdParse() ([][]byte, int, error) {
 				}
 				return args, 0, nil
 			}
-			i, err := r.rdLine(b, 0, '\r', "too big mbulk count string")
-			if i < 0 {
-				return nil, 0, err
-			}
-			ll, ok := rdParseInt(b[1:i])
-			if !ok || ll > rdMaxCount {
-				if wait, err := r.rdNul(b, 0, i, "too big mbulk count string"); wait {
+			ll, next, ok := rdFastHeader(b, 0, '*', r.lim.MaxInlineLen)
+			if !ok {
+				var err error
+				if ll, next, err = r.rdHeader(b, 0, '*', "too big mbulk count string", "invalid multibulk length"); next < 0 {
 					return nil, 0, err
 				}
+			}
+			r.scan = 0
+			if ll > rdMaxCount {
 				return nil, 0, rdProtoErr("invalid multibulk length")
 			}
 			if ll > rdUnauthMaxCount && !r.auth {
 				return nil, 0, rdProtoErr("unauthenticated multibulk length")
 			}
-			// Redis skips the '\r' and the byte after it without looking
-			// at that byte.
 			if ll <= 0 {
 				// "*0" and "*-1" are consumed silently.
-				r.start += i + 2
-				r.scan = 0
+				r.start += next
 				continue
 			}
 			// No slots are reserved for ll arguments: offs grows with the
 			// bulks that actually arrive, so "*2000000000\r\n" costs nothing.
 			r.left = int(ll)
-			r.pos = i + 2
+			r.pos = next
 			r.bulk = -1
-			r.scan = 0
 			r.offs = r.offs[:0]
 		}
-		for r.left > 0 {
-			if r.bulk < 0 {
-				i, err := r.rdLine(b, r.pos, '\r', "too big bulk count string")
-				if i < 0 {
-					return nil, 0, err
-				}
-				// b[pos] exists even when the line is empty (i == 0): it
-				// is then the '\r' itself, which Redis reports.
-				if c := b[r.pos]; c != '$' {
-					if wait, err := r.rdNul(b, r.pos, i, "too big bulk count string"); wait {
+		// The loop works on locals (the compiler keeps them in registers)
+		// and saves them whenever it stops for more input.
+		pos, left, bulk, offs := r.pos, r.left, r.bulk, r.offs
+		for left > 0 {
+			if bulk < 0 {
+				ll, next, ok := rdFastHeader(b, pos, '$', r.lim.MaxInlineLen)
+				if !ok {
+					var err error
+					if ll, next, err = r.rdHeader(b, pos, '$', "too big bulk count string", "invalid bulk length"); next < 0 {
+						r.pos, r.left, r.bulk, r.offs = pos, left, bulk, offs
 						return nil, 0, err
 					}
-					return nil, 0, rdProtoErr("expected '$', got '" + rdReplyByte(c) + "'")
 				}
-				ll, ok := rdParseInt(b[r.pos+1 : r.pos+i])
-				if !ok || ll < 0 || ll > r.lim.MaxBulkLen {
-					if wait, err := r.rdNul(b, r.pos, i, "too big bulk count string"); wait {
-						return nil, 0, err
-					}
+				r.scan = 0
+				if ll < 0 || ll > r.lim.MaxBulkLen {
 					return nil, 0, rdProtoErr("invalid bulk length")
 				}
 				if ll > rdUnauthMaxBulk && !r.auth {
 					return nil, 0, rdProtoErr("unauthenticated bulk length")
 				}
-				r.pos += i + 2
-				r.scan = 0
-				r.bulk = ll
+				pos, bulk = next, ll
 			}
 			// The payload is followed by two bytes that Redis skips
 			// without checking that they are "\r\n"; so do we.
-			if int64(len(b)-r.pos)-2 < r.bulk {
-				return nil, rdNeed(r.pos, r.bulk), nil
+			if int64(len(b)-pos)-2 < bulk {
+				r.pos, r.left, r.bulk, r.offs = pos, left, bulk, offs
+				return nil, rdNeed(pos, bulk), nil
 			}
-			n := int(r.bulk)
-			r.offs = append(r.offs, r.pos, r.pos+n)
-			r.pos += n + 2
-			r.bulk = -1
-			r.left--
+			n := int(bulk)
+			offs = append(offs, pos, pos+n)
+			pos += n + 2
+			bulk = -1
+			left--
 		}
+		r.left, r.bulk, r.offs = 0, -1, offs
 		args := r.args[:0]
-		for k := 0; k < len(r.offs); k += 2 {
+		for k := 0; k+1 < len(offs); k += 2 {
 			// Full slice expressions: an append by the caller must not
 			// overwrite the next argument.
-			args = append(args, b[r.offs[k]:r.offs[k+1]:r.offs[k+1]])
+			args = append(args, b[offs[k]:offs[k+1]:offs[k+1]])
 		}
 		r.args = args
-		r.start += r.pos
+		r.start += pos
 		r.pos = 0
 		return args, 0, nil
 	}
+}
+
+// rdHeader parses the header line at b[pos:], prefix ('*' or '$') and a
+// number, when rdFastHeader could not. It returns the number and the offset
+// just past the line (Redis skips the '\r' and the byte after it without
+// looking at that byte), or next < 0 when more input is needed (err nil) or
+// the line is bad (err set: the too-big error, "expected '$'", or invalid
+// when the number does not parse). The caller checks the number's range: a
+// number that parsed means the line held no NUL, so range errors need no
+// NUL check.
+func (r *Reader) rdHeader(b []byte, pos int, prefix byte, tooBig, invalid string) (ll int64, next int, err error) {
+	i, err := r.rdLine(b, pos, '\r', tooBig)
+	if i < 0 {
+		return 0, -1, err
+	}
+	// b[pos] exists even when the line is empty (i == 0): it is then the
+	// '\r' itself, which Redis reports.
+	if c := b[pos]; c != prefix {
+		if wait, err := r.rdNul(b, pos, i, tooBig); wait {
+			return 0, -1, err
+		}
+		return 0, -1, rdProtoErr("expected '$', got '" + rdReplyByte(c) + "'")
+	}
+	v, ok := rdParseInt(b[pos+1 : pos+i])
+	if !ok {
+		if wait, err := r.rdNul(b, pos, i, tooBig); wait {
+			return 0, -1, err
+		}
+		return 0, -1, rdProtoErr(invalid)
+	}
+	return v, pos + i + 2, nil
+}
+
+// rdFastHeader is the fast path for the usual header: the prefix, a short
+// non-negative number without leading zeros, and "\r" plus one byte, all
+// buffered, the '\r' within the line limit. One pass, no search; anything
+// else (ok=false) goes the general way.
+func rdFastHeader(b []byte, pos int, prefix byte, limit int) (v int64, next int, ok bool) {
+	if pos >= len(b) || b[pos] != prefix {
+		return 0, 0, false
+	}
+	i := pos + 1
+	for i < len(b) && i-pos <= 18 { // 18 digits cannot overflow
+		c := b[i] - '0'
+		if c > 9 {
+			break
+		}
+		v = v*10 + int64(c)
+		i++
+	}
+	n := i - pos - 1
+	if n == 0 || (n > 1 && b[pos+1] == '0') || i+1 >= len(b) || b[i] != '\r' || i-pos > limit {
+		return 0, 0, false
+	}
+	return v, i + 2, true
 }
 
 // rdInline handles an inline request at the start of b (processInlineBuffer).
@@ -374,6 +434,9 @@ func (r *Reader) rdFill(need int) error {
 		r.end = copy(r.buf, r.buf[r.start:r.end])
 		r.start = 0
 	}
+	if r.end >= r.lim.MaxQueryLen {
+		return ErrQueryTooBig
+	}
 	if r.end == len(r.buf) {
 		r.rdGrow(need)
 	}
@@ -398,15 +461,16 @@ func (r *Reader) rdFill(need int) error {
 	return io.ErrNoProgress
 }
 
-// rdGrow enlarges a full buffer. It doubles, so the buffer is never more
-// than twice the bytes that actually arrived for the current request: an
-// announced length alone ("$536870912\r\n" and then nothing) allocates
-// nothing. When the current bulk is big compared to the buffer and its end
-// is within reach, the buffer grows to exactly its end instead (Redis'
-// PROTO_MBULK_BIG_ARG path does the same), so a bulk of MaxBulkLen does not
-// end up in a buffer of twice that. Growing to the bulk's end happens at
-// most once per such bulk, and the bulk is at least half the old buffer, so
-// the copying stays linear in the input.
+// rdGrow enlarges a full buffer, which then holds only the current request
+// (rdFill moved it to the front). It doubles, so the buffer follows the
+// bytes that actually arrived: an announced length alone ("$536870912\r\n"
+// and then nothing) allocates nothing. When the current bulk is big
+// compared to the buffer and its end is within 2.5 times the bytes already
+// there, the buffer grows to exactly the bulk's end instead (Redis'
+// PROTO_MBULK_BIG_ARG path sizes its buffer the same way), so a bulk of
+// MaxBulkLen does not end up in a buffer of twice that. Growing to the
+// bulk's end happens at most once per such bulk, and the bulk is at least
+// half the old buffer, so the copying stays linear in the input.
 func (r *Reader) rdGrow(need int) {
 	old := len(r.buf)
 	size := max(2*old, rdMinBuf)
@@ -550,6 +614,18 @@ func rdSplitArgs(line []byte, args [][]byte) ([][]byte, bool) {
 			return args, true
 		}
 		start := w
+		// Fast path: a run of ordinary bytes outside quotes, the usual
+		// argument. The state machine below takes over at the first byte
+		// that is not ordinary, exactly where the C loop would be.
+		for p < n {
+			c := line[p]
+			if c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '"' || c == '\'' {
+				break
+			}
+			line[w] = c
+			w++
+			p++
+		}
 		inq, insq, done := false, false, false
 		for !done {
 			c := at(p)
