@@ -227,9 +227,9 @@ type Conn struct {
 	// State is the handler's per-connection state (MULTI queue, WATCH...).
 	State any
 
-	nc      net.Conn
-	srv     *Server
-	rd      *Reader
+	nc  net.Conn
+	srv *Server
+	rd  *Reader
 	// unauthed is true until AUTH succeeds when the server requires a
 	// password; the zero Conn is authenticated, which suits handler tests.
 	unauthed bool
