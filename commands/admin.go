@@ -105,5 +105,3 @@ func shutdown(c *Ctx) {
 	c.Conn.CloseAfterReply()
 	go c.srv.cfg.Shutdown()
 }
-
-

@@ -18,8 +18,16 @@ func command(c *Ctx) {
 	sub := c.Args[1]
 	switch {
 	case is(sub, "COUNT"):
+		if len(c.Args) != 2 {
+			c.W.Error(wrongArity("command|count"))
+			return
+		}
 		c.W.Int(int64(len(all)))
 	case is(sub, "LIST"):
+		if len(c.Args) != 2 { // FILTERBY is not supported
+			c.W.Error(errSyntax)
+			return
+		}
 		c.W.Array(len(all))
 		for _, sp := range all {
 			c.W.BulkString(sp.Name)
@@ -62,9 +70,34 @@ func command(c *Ctx) {
 			c.W.BulkString("group")
 			c.W.BulkString(sp.Group)
 		}
+	case is(sub, "HELP"):
+		if len(c.Args) != 2 {
+			c.W.Error(wrongArity("command|help"))
+			return
+		}
+		c.W.Array(len(commandHelp))
+		for _, l := range commandHelp {
+			c.W.Status(l)
+		}
 	default:
 		c.W.Error(unknownSubcommand(sub, "COMMAND"))
 	}
+}
+
+var commandHelp = []string{
+	"COMMAND <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+	"(no subcommand)",
+	"    Return details about all commands.",
+	"COUNT",
+	"    Return the total number of commands in this server.",
+	"LIST",
+	"    Return a list of all commands in this server.",
+	"INFO [<command-name> ...]",
+	"    Return details about multiple commands.",
+	"DOCS [<command-name> ...]",
+	"    Return documentation details about multiple commands.",
+	"HELP",
+	"    Print this help.",
 }
 
 func (s *Server) sortedSpecs() []*Spec {

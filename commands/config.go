@@ -75,18 +75,29 @@ func config(c *Ctx) {
 			c.W.Error(wrongArity("config|get"))
 			return
 		}
+		// A name without glob characters is echoed as given, as Redis
+		// does ("CONFIG GET DATABASES" answers "DATABASES"); the first
+		// argument that matches a setting names it.
+		var names []string
 		var hits []*setting
 		for i := range st.list {
 			for _, p := range c.Args[2:] {
-				if globMatch(strings.ToLower(string(p)), st.list[i].name) {
+				lp := strings.ToLower(string(p))
+				exact := !strings.ContainsAny(lp, "[*?")
+				if (exact && lp == st.list[i].name) || (!exact && globMatch(lp, st.list[i].name)) {
+					name := st.list[i].name
+					if exact {
+						name = string(p)
+					}
+					names = append(names, name)
 					hits = append(hits, &st.list[i])
 					break
 				}
 			}
 		}
 		c.W.Map(len(hits))
-		for _, h := range hits {
-			c.W.BulkString(h.name)
+		for i, h := range hits {
+			c.W.BulkString(names[i])
 			c.W.BulkString(h.get())
 		}
 	case is(sub, "SET"):
@@ -116,6 +127,10 @@ func config(c *Ctx) {
 		}
 		c.W.OK()
 	case is(sub, "RESETSTAT"):
+		if len(c.Args) != 2 {
+			c.W.Error(wrongArity("config|resetstat"))
+			return
+		}
 		for _, s := range c.srv.stats {
 			s.calls.Store(0)
 			s.errors.Store(0)
@@ -123,6 +138,10 @@ func config(c *Ctx) {
 		c.srv.commandsProcessed.Store(0)
 		c.W.OK()
 	case is(sub, "HELP"):
+		if len(c.Args) != 2 {
+			c.W.Error(wrongArity("config|help"))
+			return
+		}
 		c.W.Array(len(configHelp))
 		for _, l := range configHelp {
 			c.W.Status(l)

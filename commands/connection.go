@@ -95,41 +95,33 @@ func hello(c *Ctx) {
 		}
 		proto = int(v)
 	}
-	var user, pass, name []byte
-	setName := false
+	// Redis 7.0 acts on each option as it reads it: an AUTH or SETNAME
+	// before a failing option (or before the NOAUTH check) has happened.
 	for i := 2; i < len(c.Args); i++ {
 		more := len(c.Args) - i - 1
 		switch {
 		case is(c.Args[i], "AUTH") && more >= 2:
-			user, pass = c.Args[i+1], c.Args[i+2]
+			if !c.srv.checkPassword(c.Args[i+1], c.Args[i+2]) {
+				c.W.Error(errWrongPass)
+				return
+			}
+			c.Conn.SetAuthenticated(true)
 			i += 2
 		case is(c.Args[i], "SETNAME") && more >= 1:
-			name, setName = c.Args[i+1], true
+			if !validClientName(c.Args[i+1]) {
+				c.W.Error(errClientName)
+				return
+			}
+			c.Conn.SetName(string(c.Args[i+1]))
 			i++
 		default:
 			c.W.Error("ERR Syntax error in HELLO option '" + sanitize(string(c.Args[i]), 128) + "'")
 			return
 		}
 	}
-	if user == nil && !c.Conn.Authenticated() {
+	if !c.Conn.Authenticated() {
 		c.W.Error(errHelloNoAuth)
 		return
-	}
-	if user != nil {
-		if !c.srv.checkPassword(user, pass) {
-			c.W.Error(errWrongPass)
-			return
-		}
-	}
-	if setName && !validClientName(name) {
-		c.W.Error(errClientName)
-		return
-	}
-	if user != nil {
-		c.Conn.SetAuthenticated(true)
-	}
-	if setName {
-		c.Conn.SetName(string(name))
 	}
 	c.Conn.SetProto(proto)
 	c.W.Map(7)
@@ -252,6 +244,9 @@ func client(c *Ctx) {
 	case is(sub, "KILL"):
 		c.clientKill()
 	case is(sub, "HELP"):
+		if !arity(2, "help") {
+			return
+		}
 		c.W.Array(len(clientHelp))
 		for _, l := range clientHelp {
 			c.W.Status(l)
@@ -261,50 +256,46 @@ func client(c *Ctx) {
 	}
 }
 
-// CLIENT LIST [TYPE normal|master|replica|pubsub] [ID id [id ...]]
+// CLIENT LIST [TYPE normal|master|replica|pubsub] | CLIENT LIST ID id [id ...]
+//
+// As in Redis 7.0, TYPE and ID do not combine, and ID lists the connections
+// in the order the ids are given.
 func (c *Ctx) clientList() {
-	var ids map[int64]bool
-	onlyNone := false
-	for i := 2; i < len(c.Args); i++ {
-		switch {
-		case is(c.Args[i], "TYPE") && i+1 < len(c.Args):
-			t := c.Args[i+1]
-			switch {
-			case is(t, "NORMAL"):
-			case is(t, "MASTER"), is(t, "REPLICA"), is(t, "SLAVE"), is(t, "PUBSUB"):
-				onlyNone = true // we have no such connections
-			default:
-				c.W.Error("ERR Unknown client type '" + sanitize(string(t), 128) + "'")
-				return
-			}
-			i++
-		case is(c.Args[i], "ID") && i+1 < len(c.Args):
-			ids = map[int64]bool{}
-			for i++; i < len(c.Args); i++ {
-				n, ok := parseInt(c.Args[i])
-				if !ok || n <= 0 {
-					c.W.Error("ERR Invalid client ID")
-					return
-				}
-				ids[n] = true
-			}
+	var infos []resp.ClientInfo
+	if n := c.srv.net.Load(); n != nil {
+		n.ForEachConn(func(rc *resp.Conn) { infos = append(infos, rc.Info()) })
+	}
+	slices.SortFunc(infos, func(a, b resp.ClientInfo) int { return cmp.Compare(a.ID, b.ID) })
+	switch {
+	case len(c.Args) == 4 && is(c.Args[2], "TYPE"):
+		switch t := c.Args[3]; {
+		case is(t, "NORMAL"):
+		case is(t, "MASTER"), is(t, "REPLICA"), is(t, "SLAVE"), is(t, "PUBSUB"):
+			infos = nil // we have no such connections
 		default:
-			c.W.Error(errSyntax)
+			c.W.Error("ERR Unknown client type '" + sanitize(string(t), 128) + "'")
 			return
 		}
+	case len(c.Args) > 3 && is(c.Args[2], "ID"):
+		all := infos
+		infos = nil
+		for _, a := range c.Args[3:] {
+			id, ok := parseInt(a)
+			if !ok {
+				c.W.Error("ERR Invalid client ID")
+				return
+			}
+			if i := slices.IndexFunc(all, func(in resp.ClientInfo) bool { return in.ID == id }); i >= 0 {
+				infos = append(infos, all[i])
+			}
+		}
+	case len(c.Args) != 2:
+		c.W.Error(errSyntax)
+		return
 	}
 	var out []byte
-	if n := c.srv.net.Load(); n != nil && !onlyNone {
-		var infos []resp.ClientInfo
-		n.ForEachConn(func(rc *resp.Conn) {
-			if ids == nil || ids[rc.ID] {
-				infos = append(infos, rc.Info())
-			}
-		})
-		slices.SortFunc(infos, func(a, b resp.ClientInfo) int { return cmp.Compare(a.ID, b.ID) })
-		for _, in := range infos {
-			out = clientLine(out, c.srv, in)
-		}
+	for _, in := range infos {
+		out = clientLine(out, c.srv, in)
 	}
 	c.W.Verbatim(out)
 }
@@ -327,11 +318,14 @@ func clientLine(dst []byte, s *Server, in resp.ClientInfo) []byte {
 	return dst
 }
 
-// CLIENT KILL ID id | CLIENT KILL addr
+// CLIENT KILL addr | CLIENT KILL ID id [SKIPME yes|no]
+//
+// The old form replies +OK or "No such client"; the new form, option/value
+// pairs as Redis 7.0 parses them, replies how many connections it closed
+// and by default spares the calling one.
 func (c *Ctx) clientKill() {
 	n := c.srv.net.Load()
-	switch {
-	case len(c.Args) == 3:
+	if len(c.Args) == 3 {
 		killed := false
 		if n != nil {
 			n.ForEachConn(func(rc *resp.Conn) {
@@ -345,18 +339,43 @@ func (c *Ctx) clientKill() {
 			return
 		}
 		c.W.OK()
-	case len(c.Args) == 4 && is(c.Args[2], "ID"):
-		id, ok := parseInt(c.Args[3])
-		if !ok {
-			c.W.Error(errNotInt)
+		return
+	}
+	if len(c.Args) < 4 {
+		c.W.Error(errSyntax)
+		return
+	}
+	var id int64
+	skipMe := true
+	for i := 2; i < len(c.Args); i += 2 {
+		more := i+1 < len(c.Args)
+		switch {
+		case is(c.Args[i], "ID") && more:
+			v, ok := parseInt(c.Args[i+1])
+			if !ok || v < 1 {
+				c.W.Error("ERR client-id should be greater than 0")
+				return
+			}
+			id = v
+		case is(c.Args[i], "SKIPME") && more && (is(c.Args[i+1], "YES") || is(c.Args[i+1], "NO")):
+			skipMe = is(c.Args[i+1], "YES")
+		default:
+			c.W.Error(errSyntax)
 			return
 		}
-		if n != nil && n.Kill(id) {
-			c.W.Int(1)
-		} else {
-			c.W.Int(0)
-		}
+	}
+	switch {
+	case id == 0, n == nil, id == c.Conn.ID && skipMe:
+		// Without an ID nothing matches: we have none of Redis' other
+		// filters (ADDR, LADDR, USER, TYPE, MAXAGE).
+		c.W.Int(0)
+	case id == c.Conn.ID:
+		// Closing our own connection now would lose the reply.
+		c.Conn.CloseAfterReply()
+		c.W.Int(1)
+	case n.Kill(id):
+		c.W.Int(1)
 	default:
-		c.W.Error(errSyntax)
+		c.W.Int(0)
 	}
 }

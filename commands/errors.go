@@ -1,5 +1,10 @@
 package commands
 
+import (
+	"bytes"
+	"strings"
+)
+
 // Reply texts of errors, Redis 7's exact words, which clients match on.
 const (
 	errSyntax        = "ERR syntax error"
@@ -44,6 +49,7 @@ func unknownCommand(args [][]byte) string {
 		if len(rest) >= 128 {
 			break
 		}
+		a = cString(a)
 		room := 128 - len(rest)
 		if len(a) > room {
 			a = a[:room]
@@ -55,9 +61,21 @@ func unknownCommand(args [][]byte) string {
 	return "ERR unknown command '" + sanitize(string(args[0]), 128) + "', with args beginning with: " + sanitize(string(rest), len(rest))
 }
 
+// cString is b up to its first NUL byte, what C's "%s" prints of it.
+func cString(b []byte) []byte {
+	if i := bytes.IndexByte(b, 0); i >= 0 {
+		return b[:i]
+	}
+	return b
+}
+
 // sanitize cuts s to n bytes and replaces CR and LF, which cannot appear in an
-// error line, with spaces (Redis does the same).
+// error line, with spaces (Redis does the same). Like Redis, which formats
+// these texts with C's "%s", it also ends s at its first NUL byte.
 func sanitize(s string, n int) string {
+	if i := strings.IndexByte(s, 0); i >= 0 {
+		s = s[:i]
+	}
 	if len(s) > n {
 		s = s[:n]
 	}

@@ -53,8 +53,8 @@ func keys(c *Ctx) {
 
 // SCAN cursor [MATCH pattern] [COUNT count] [TYPE type]
 func scan(c *Ctx) {
-	cursor, err := strconv.ParseUint(string(c.Args[1]), 10, 64)
-	if err != nil {
+	cursor, ok := parseCursor(c.Args[1])
+	if !ok {
 		c.W.Error("ERR invalid cursor")
 		return
 	}
@@ -103,6 +103,35 @@ func scan(c *Ctx) {
 	for _, k := range found {
 		c.W.BulkString(k)
 	}
+}
+
+// parseCursor reads a SCAN cursor as Redis does (strtoul in base 10, with no
+// leading space and nothing after the digits): an optional sign, digits,
+// within 64 bits. A '-' negates modulo 2^64, and "" is 0.
+func parseCursor(b []byte) (uint64, bool) {
+	neg := false
+	if len(b) > 0 && (b[0] == '+' || b[0] == '-') {
+		neg = b[0] == '-'
+		b = b[1:]
+		if len(b) == 0 {
+			return 0, false
+		}
+	}
+	var u uint64
+	for _, ch := range b {
+		if ch < '0' || ch > '9' {
+			return 0, false
+		}
+		d := uint64(ch - '0')
+		if u > (math.MaxUint64-d)/10 {
+			return 0, false
+		}
+		u = u*10 + d
+	}
+	if neg {
+		u = -u
+	}
+	return u, true
 }
 
 func ttl(c *Ctx)  { ttlReply(c, false) }

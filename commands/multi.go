@@ -20,11 +20,7 @@ func discard(c *Ctx) {
 }
 
 // endMulti leaves MULTI and forgets the watched keys, as EXEC and DISCARD do.
-func (c *Ctx) endMulti() {
-	c.st.multi = nil
-	c.Conn.SetMulti(-1)
-	c.srv.store.Unwatch(&c.st.watch)
-}
+func (c *Ctx) endMulti() { c.srv.endMulti(c.Conn, c.st) }
 
 // exec runs the queued commands as one atomic step: the shards of all their
 // keys (and of the watched keys) are locked together, in order, and every

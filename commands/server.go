@@ -4,6 +4,7 @@ import (
 	"errors"
 	"log/slog"
 	"os"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -146,15 +147,15 @@ func (s *Server) ServeRESP(c *resp.Conn, args [][]byte) {
 	st := s.state(c)
 	spec := s.cmds.lookup(args[0])
 	if spec == nil {
-		s.reject(c, st, unknownCommand(args))
+		s.reject(c, st, nil, unknownCommand(args))
 		return
 	}
 	if (spec.Arity > 0 && len(args) != spec.Arity) || len(args) < -spec.Arity {
-		s.reject(c, st, wrongArity(spec.Name))
+		s.reject(c, st, spec, wrongArity(spec.Name))
 		return
 	}
 	if !c.Authenticated() && spec.Flags&NoAuth == 0 {
-		s.reject(c, st, errNoAuth)
+		s.reject(c, st, spec, errNoAuth)
 		return
 	}
 	if st.multi != nil && spec.Flags&NoQueue == 0 {
@@ -165,7 +166,7 @@ func (s *Server) ServeRESP(c *resp.Conn, args [][]byte) {
 		return
 	}
 	now := s.clock.Now()
-	c.Touch(spec.Name, now)
+	c.Touch(spec.fullName(args), now)
 	st.locks.Reset()
 	s.addLocks(&st.locks, spec, args)
 	s.store.Lock(&st.locks)
@@ -196,13 +197,28 @@ func (s *Server) run(c *Ctx, spec *Spec) {
 	s.commandsProcessed.Add(1)
 }
 
-// reject answers a command that could not be run; inside MULTI it also dooms
-// the transaction, as Redis does.
-func (s *Server) reject(c *resp.Conn, st *connState, msg string) {
+// reject answers a command that could not be run (spec is nil when the
+// command is unknown); inside MULTI it also dooms the transaction, as Redis
+// does. A rejected EXEC discards the transaction at once and says why, even
+// outside MULTI, as Redis' execCommandAbort does.
+func (s *Server) reject(c *resp.Conn, st *connState, spec *Spec, msg string) {
+	if spec != nil && spec.Name == "exec" {
+		s.endMulti(c, st)
+		c.W.Error("EXECABORT Transaction discarded because of: " + strings.TrimPrefix(msg, "ERR "))
+		return
+	}
 	if st.multi != nil {
 		st.multi.bad = true
 	}
 	c.W.Error(msg)
+}
+
+// endMulti leaves MULTI and forgets the watched keys, as EXEC and DISCARD do.
+// It takes the shard locks of the watched keys: the caller must hold none.
+func (s *Server) endMulti(c *resp.Conn, st *connState) {
+	st.multi = nil
+	c.SetMulti(-1)
+	s.store.Unwatch(&st.watch)
 }
 
 // Closed releases a connection's state.

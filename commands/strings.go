@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"bytes"
 	"math"
 
 	"github.com/throttleddb/throttled/store"
@@ -141,7 +142,9 @@ func set(c *Ctx) {
 	var flags int
 	var unit int64 // 1000 for EX/EXAT, 1 for PX/PXAT; 0 when no expiry given
 	var relative bool
-	var when []byte
+	// opt is the expiry option given (EX, PX, EXAT or PXAT). Redis takes the
+	// same option again, the last value winning, but no other.
+	var opt, when []byte
 	for i := 3; i < len(c.Args); i++ {
 		a := c.Args[i]
 		hasNext := i+1 < len(c.Args)
@@ -152,9 +155,11 @@ func set(c *Ctx) {
 			flags |= xx
 		case is(a, "GET"):
 			flags |= getOld
-		case is(a, "KEEPTTL") && unit == 0:
+		case is(a, "KEEPTTL") && opt == nil:
 			flags |= keepTTL
-		case unit == 0 && flags&keepTTL == 0 && hasNext && (is(a, "EX") || is(a, "PX") || is(a, "EXAT") || is(a, "PXAT")):
+		case flags&keepTTL == 0 && hasNext && (is(a, "EX") || is(a, "PX") || is(a, "EXAT") || is(a, "PXAT")) &&
+			(opt == nil || bytes.EqualFold(a, opt)):
+			opt = a
 			unit, relative = 1, len(a) == 2
 			if a[0] == 'e' || a[0] == 'E' {
 				unit = 1000

@@ -37,8 +37,24 @@ type Spec struct {
 	FirstKey, LastKey, Step int
 	// Group and Summary are shown by COMMAND DOCS.
 	Group, Summary string
+	// Subcommands lists a container command's subcommands (lower case), so
+	// CLIENT LIST can name the last command "client|list" as Redis 7 does.
+	Subcommands []string
 	// Run executes the command with its shards locked and writes one reply.
 	Run func(c *Ctx)
+}
+
+// fullName is the command's name as CLIENT LIST shows it: "name|sub" for a
+// known subcommand of a container command.
+func (s *Spec) fullName(args [][]byte) string {
+	if len(args) > 1 {
+		for _, sub := range s.Subcommands {
+			if is(args[1], sub) {
+				return s.Name + "|" + sub
+			}
+		}
+	}
+	return s.Name
 }
 
 // keys calls fn for each key argument of args.
@@ -66,12 +82,15 @@ var specs = []*Spec{
 	{Name: "hello", Arity: -1, Flags: NoAuth | Fast, Group: "connection", Summary: "Handshakes with the server.", Run: hello},
 	{Name: "auth", Arity: -2, Flags: NoAuth | Fast, Group: "connection", Summary: "Authenticates the connection.", Run: auth},
 	{Name: "select", Arity: 2, Flags: Fast, Group: "connection", Summary: "Changes the selected database.", Run: selectDB},
-	{Name: "client", Arity: -2, Group: "connection", Summary: "A container for client connection commands.", Run: client},
+	{Name: "client", Arity: -2, Group: "connection", Summary: "A container for client connection commands.",
+		Subcommands: []string{"getname", "help", "id", "info", "kill", "list", "setinfo", "setname"}, Run: client},
 
 	// server
 	{Name: "info", Arity: -1, Group: "server", Summary: "Returns information and statistics about the server.", Run: info},
-	{Name: "config", Arity: -2, Flags: Admin, Group: "server", Summary: "A container for server configuration commands.", Run: config},
-	{Name: "command", Arity: -1, Group: "server", Summary: "Returns detailed information about all commands.", Run: command},
+	{Name: "config", Arity: -2, Flags: Admin, Group: "server", Summary: "A container for server configuration commands.",
+		Subcommands: []string{"get", "help", "resetstat", "set"}, Run: config},
+	{Name: "command", Arity: -1, Group: "server", Summary: "Returns detailed information about all commands.",
+		Subcommands: []string{"count", "docs", "help", "info", "list"}, Run: command},
 	{Name: "dbsize", Arity: 1, Flags: ReadOnly | Fast | AllKeys, Group: "server", Summary: "Returns the number of keys in the database.", Run: dbsize},
 	{Name: "flushdb", Arity: -1, Flags: Write | AllKeys, Group: "server", Summary: "Removes all keys from the current database.", Run: flushdb},
 	{Name: "flushall", Arity: -1, Flags: Write | AllKeys, Group: "server", Summary: "Removes all keys from all databases.", Run: flushall},
@@ -118,7 +137,10 @@ var specs = []*Spec{
 	// rate limiting
 	{Name: "cl.throttle", Arity: -1, Flags: Write | Fast, FirstKey: 1, LastKey: 1, Step: 1, Group: "throttle", Summary: "Applies the generic cell rate algorithm (redis-cell compatible).", Run: clThrottle},
 
-	// cluster and sentinel: answered as Redis does with cluster support off
+	// cluster and sentinel: answered as Redis does with cluster support off.
+	// Redis 7.0 (not a sentinel) calls SENTINEL an unknown command; we answer
+	// it like the cluster commands, so clients that probe for a sentinel or a
+	// cluster get one clear answer that neither is here.
 	{Name: "cluster", Arity: -2, Group: "cluster", Summary: "Cluster support is disabled.", Run: clusterOff},
 	{Name: "readonly", Arity: 1, Flags: Fast, Group: "cluster", Summary: "Cluster support is disabled.", Run: clusterOff},
 	{Name: "readwrite", Arity: 1, Flags: Fast, Group: "cluster", Summary: "Cluster support is disabled.", Run: clusterOff},

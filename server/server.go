@@ -150,4 +150,3 @@ func yesNo(b bool) string {
 	}
 	return "no"
 }
-

@@ -115,4 +115,3 @@ func applyConfigFile(fs *flag.FlagSet, path string, onCommandLine map[string]boo
 	}
 	return nil
 }
-
