@@ -114,13 +114,19 @@ func config(c *Ctx) {
 				c.W.Error("ERR Unknown option or number of arguments for CONFIG SET - '" + sanitize(name, 128) + "'")
 				return
 			}
-			if h.set == nil {
+			// Setting a fixed value to what it already is changes nothing
+			// and is allowed, so scripts that run CONFIG SET save "" work.
+			if h.set == nil && h.get() != string(c.Args[i+1]) {
 				c.W.Error("ERR CONFIG SET failed (possibly related to argument '" + name + "') - can't set immutable config")
 				return
 			}
 		}
 		for i := 2; i < len(c.Args); i += 2 {
-			if err := st.find(strings.ToLower(string(c.Args[i]))).set(string(c.Args[i+1])); err != nil {
+			h := st.find(strings.ToLower(string(c.Args[i])))
+			if h.set == nil {
+				continue
+			}
+			if err := h.set(string(c.Args[i+1])); err != nil {
 				c.W.Error("ERR CONFIG SET failed - " + err.Error())
 				return
 			}
