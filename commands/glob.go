@@ -4,7 +4,24 @@ package commands
 // '?' one byte, '[abc]', '[^abc]' and '[a-z]' classes, '\' escapes the next
 // byte. It follows Redis' stringmatchlen, including its treatment of an
 // unterminated class (the class runs to the end of the pattern).
+//
+// Like Redis since 7.0.9 (CVE-2022-36021) it takes time proportional to
+// len(p)*len(s), not exponential in the number of '*': once the pattern after
+// a '*' matches no suffix of s, no earlier '*' can help by taking more of s,
+// so the search stops. Patterns nested deeper than globMaxNesting '*' match
+// nothing, as in Redis.
 func globMatch(p, s string) bool {
+	skipLonger := false
+	return globMatchFrom(p, s, &skipLonger, 0)
+}
+
+// globMaxNesting is Redis' bound on the '*' recursion of stringmatchlen.
+const globMaxNesting = 1000
+
+func globMatchFrom(p, s string, skipLonger *bool, nesting int) bool {
+	if nesting > globMaxNesting {
+		return false
+	}
 	for len(p) > 0 {
 		switch p[0] {
 		case '*':
@@ -15,10 +32,14 @@ func globMatch(p, s string) bool {
 				return true
 			}
 			for i := 0; i <= len(s); i++ {
-				if globMatch(p[1:], s[i:]) {
+				if globMatchFrom(p[1:], s[i:], skipLonger, nesting+1) {
 					return true
 				}
+				if *skipLonger {
+					return false
+				}
 			}
+			*skipLonger = true
 			return false
 		case '?':
 			if len(s) == 0 {
