@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"hash/maphash"
@@ -385,39 +386,26 @@ func (t Tx) Scan(db int, cursor uint64, count int, fn func(key string, v Value))
 	if count < 1 {
 		count = 10
 	}
-	for ; si < uint64(len(t.s.shards)); si, from = si+1, 0 {
-		m := t.s.shards[si].dbs[db]
-		if len(m) == 0 {
-			continue
-		}
-		type hk struct {
-			h uint32
-			k string
-			e *entry
-		}
-		var picked []hk
-		for k, e := range m {
-			h := uint32(maphash.String(t.s.seed, k) >> 32)
-			if h >= from {
+	type hk struct {
+		h uint32
+		k string
+		e *entry
+	}
+	var picked []hk
+	// Visit shards until count keys are found, like Redis returning about
+	// COUNT elements per call.
+	for ; si < uint64(len(t.s.shards)) && count > 0; si, from = si+1, 0 {
+		picked = picked[:0]
+		for k, e := range t.s.shards[si].dbs[db] {
+			if h := uint32(maphash.String(t.s.seed, k) >> 32); h >= from {
 				picked = append(picked, hk{h, k, e})
 			}
 		}
-		if len(picked) == 0 {
-			continue
-		}
-		slices.SortFunc(picked, func(a, b hk) int {
-			switch {
-			case a.h < b.h:
-				return -1
-			case a.h > b.h:
-				return 1
-			}
-			return 0
-		})
+		slices.SortFunc(picked, func(a, b hk) int { return cmp.Compare(a.h, b.h) })
 		// Take count keys, plus every key sharing the last taken hash, so the
 		// next call can start strictly after that hash.
 		n := min(count, len(picked))
-		for n < len(picked) && picked[n].h == picked[n-1].h {
+		for n > 0 && n < len(picked) && picked[n].h == picked[n-1].h {
 			n++
 		}
 		for _, p := range picked[:n] {
@@ -425,15 +413,14 @@ func (t Tx) Scan(db int, cursor uint64, count int, fn func(key string, v Value))
 				fn(p.k, p.e.val)
 			}
 		}
+		count -= n
 		if n < len(picked) {
 			// picked[n-1].h < picked[n].h <= MaxUint32, so +1 cannot wrap.
 			return si<<32 | uint64(picked[n-1].h+1)
 		}
-		// This shard is done; the next call starts at the next one.
-		if si+1 < uint64(len(t.s.shards)) {
-			return (si + 1) << 32
-		}
-		return 0
+	}
+	if si < uint64(len(t.s.shards)) {
+		return si << 32
 	}
 	return 0
 }

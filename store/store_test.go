@@ -235,3 +235,17 @@ func TestConcurrentIncrements(t *testing.T) {
 		t.Fatalf("sum = %d, want %d", sum, 8*1000*2)
 	}
 }
+
+// TestScan_SmallKeyspaceOneCall: as in Redis, a COUNT larger than the
+// keyspace returns every key in one call with cursor 0.
+func TestScan_SmallKeyspaceOneCall(t *testing.T) {
+	s := newStore(t)
+	tx := s.Tx(t0)
+	for i := range 10 {
+		tx.Put(0, fmt.Appendf(nil, "k%d", i), IntValue(1), 0)
+	}
+	n := 0
+	if next := tx.Scan(0, 0, 100, func(string, Value) { n++ }); next != 0 || n != 10 {
+		t.Fatalf("Scan COUNT 100 over 10 keys: %d keys, cursor %d; want 10, 0", n, next)
+	}
+}
