@@ -31,9 +31,16 @@ func main() {
 	}
 }
 
-func run(args []string, stderr io.Writer) error {
-	var cfg server.Config
-	var logLevel string
+// settings are what the flags fill in.
+type settings struct {
+	server.Config
+	logLevel string
+}
+
+// newFlags defines the command line; the config file uses the same names.
+func newFlags(stderr io.Writer) (*flag.FlagSet, *settings) {
+	var s settings
+	cfg := &s.Config
 	fs := flag.NewFlagSet("throttled", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&cfg.Bind, "bind", "127.0.0.1", "address to listen on")
@@ -43,24 +50,30 @@ func run(args []string, stderr io.Writer) error {
 	fs.IntVar(&cfg.Databases, "databases", 16, "number of databases (SELECT 0..n-1)")
 	fs.BoolVar(&cfg.DebugClock, "debug-clock", false, "freeze the clock at start; DEBUG CLOCK SET/ADVANCE move it (for tests)")
 	fs.Int64Var(&cfg.MaxBulkLen, "proto-max-bulk-len", 512<<20, "largest request argument in bytes")
-	fs.StringVar(&logLevel, "loglevel", "info", "log level: debug, info, warn or error")
+	fs.StringVar(&s.logLevel, "loglevel", "info", "log level: debug, info, warn or error")
+	return fs, &s
+}
+
+func run(args []string, stderr io.Writer) error {
+	fs, s := newFlags(stderr)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
-	if cfg.ConfigFile != "" {
+	if s.ConfigFile != "" {
 		set := map[string]bool{}
 		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-		if err := applyConfigFile(fs, cfg.ConfigFile, set); err != nil {
+		if err := applyConfigFile(fs, s.ConfigFile, set); err != nil {
 			return err
 		}
 	}
 	var level slog.Level
-	if err := level.UnmarshalText([]byte(logLevel)); err != nil {
+	if err := level.UnmarshalText([]byte(s.logLevel)); err != nil {
 		return fmt.Errorf("--loglevel: %w", err)
 	}
+	cfg := s.Config
 	cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 
 	n, err := server.Start(cfg)
@@ -70,8 +83,8 @@ func run(args []string, stderr io.Writer) error {
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	select {
-	case s := <-sig:
-		cfg.Logger.Info("shutting down", "signal", s.String())
+	case got := <-sig:
+		cfg.Logger.Info("shutting down", "signal", got.String())
 	case <-n.Done():
 		cfg.Logger.Info("shutting down", "reason", "SHUTDOWN")
 	}

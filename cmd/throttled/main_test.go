@@ -1,0 +1,93 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestConfigFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "t.conf")
+	write := func(s string) {
+		if err := os.WriteFile(path, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("# comment\nport 7777\nrequirepass \"s3 cret\"\n\ndatabases 4\n")
+	fs, cfg := newFlags(&bytes.Buffer{})
+	if err := fs.Parse([]string{"--config", path, "--port", "8888"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := applyConfigFile(fs, path, map[string]bool{"port": true, "config": true}); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Port != 8888 || cfg.RequirePass != "s3 cret" || cfg.Databases != 4 {
+		t.Fatalf("got port %d, pass %q, dbs %d; want the flag's 8888, the file's \"s3 cret\" and 4", cfg.Port, cfg.RequirePass, cfg.Databases)
+	}
+	for _, bad := range []string{"nosuch 1\n", "port abc\n", "config other.conf\n"} {
+		write(bad)
+		fs, _ := newFlags(&bytes.Buffer{})
+		if err := applyConfigFile(fs, path, nil); err == nil {
+			t.Errorf("config %q: no error", bad)
+		}
+	}
+}
+
+// TestRun_ServesAndStopsOnSignal builds the binary, runs it as a user would
+// and stops it with SIGTERM.
+func TestRun_ServesAndStopsOnSignal(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "throttled")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "--port", strconv.Itoa(port))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	var reply string
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			continue
+		}
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		c.Write([]byte("PING\r\n"))
+		buf := make([]byte, 16)
+		n, _ := c.Read(buf)
+		c.Close()
+		reply = string(buf[:n])
+		break
+	}
+	if reply != "+PONG\r\n" {
+		t.Fatalf("PING answered %q; server log:\n%s", reply, stderr.String())
+	}
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("exit after SIGINT: %v\n%s", err, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "shutting down") {
+		t.Fatalf("no shutdown line in the log:\n%s", stderr.String())
+	}
+}
