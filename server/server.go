@@ -8,6 +8,7 @@ import (
 	"errors"
 	"log/slog"
 	"net"
+	"runtime"
 	"strconv"
 	"sync"
 	"time"
@@ -90,6 +91,7 @@ func Start(cfg Config) (*Node, error) {
 			"port":               strconv.Itoa(port),
 			"proto-max-bulk-len": strconv.FormatInt(cmp0(cfg.MaxBulkLen, 512<<20), 10),
 			"debug-clock":        yesNo(cfg.DebugClock),
+			"threads":            strconv.Itoa(runtime.GOMAXPROCS(0)),
 			"config-file":        cfg.ConfigFile,
 		},
 	})

@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -35,6 +36,7 @@ func main() {
 type settings struct {
 	server.Config
 	logLevel string
+	threads  int
 }
 
 // newFlags defines the command line; the config file uses the same names.
@@ -51,6 +53,7 @@ func newFlags(stderr io.Writer) (*flag.FlagSet, *settings) {
 	fs.BoolVar(&cfg.DebugClock, "debug-clock", false, "freeze the clock at start; DEBUG CLOCK SET/ADVANCE move it (for tests)")
 	fs.Int64Var(&cfg.MaxBulkLen, "proto-max-bulk-len", 512<<20, "largest request argument in bytes")
 	fs.StringVar(&s.logLevel, "loglevel", "info", "log level: debug, info, warn or error")
+	fs.IntVar(&s.threads, "threads", 0, "OS threads running Go code at once (GOMAXPROCS); 0 means one per CPU")
 	return fs, &s
 }
 
@@ -72,6 +75,12 @@ func run(args []string, stderr io.Writer) error {
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(s.logLevel)); err != nil {
 		return fmt.Errorf("--loglevel: %w", err)
+	}
+	if s.threads < 0 {
+		return fmt.Errorf("--threads: must be 0 or more, got %d", s.threads)
+	}
+	if s.threads > 0 {
+		runtime.GOMAXPROCS(s.threads)
 	}
 	cfg := s.Config
 	cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
