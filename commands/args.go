@@ -2,6 +2,7 @@ package commands
 
 import (
 	"bytes"
+	"math"
 
 	"github.com/throttleddb/throttled/store"
 )
@@ -12,3 +13,41 @@ func parseInt(b []byte) (int64, bool) { return store.ParseInt(b) }
 // is reports whether arg equals the keyword kw (upper case), ignoring ASCII
 // case.
 func is(arg []byte, kw string) bool { return bytes.EqualFold(arg, []byte(kw)) }
+
+// parseSigned reads an optional '+' or '-' and then one or more decimal
+// digits, nothing else, whose value fits in 64 bits. It is the common part of
+// the looser number syntaxes other programs use: redis-cell's (Rust) integers
+// and SCAN's strtoul cursor.
+func parseSigned(b []byte) (neg bool, u uint64, ok bool) {
+	if len(b) > 0 && (b[0] == '+' || b[0] == '-') {
+		neg = b[0] == '-'
+		b = b[1:]
+	}
+	if len(b) == 0 {
+		return false, 0, false
+	}
+	for _, ch := range b {
+		if ch < '0' || ch > '9' {
+			return false, 0, false
+		}
+		d := uint64(ch - '0')
+		if u > (math.MaxUint64-d)/10 {
+			return false, 0, false
+		}
+		u = u*10 + d
+	}
+	return neg, u, true
+}
+
+// help answers a container command's HELP subcommand (cmd is its lower-case
+// name) with one status line per entry, as Redis does.
+func (c *Ctx) help(cmd string, lines []string) {
+	if len(c.Args) != 2 {
+		c.W.Error(wrongArity(cmd + "|help"))
+		return
+	}
+	c.W.Array(len(lines))
+	for _, l := range lines {
+		c.W.Status(l)
+	}
+}

@@ -71,14 +71,7 @@ func command(c *Ctx) {
 			c.W.BulkString(sp.Group)
 		}
 	case is(sub, "HELP"):
-		if len(c.Args) != 2 {
-			c.W.Error(wrongArity("command|help"))
-			return
-		}
-		c.W.Array(len(commandHelp))
-		for _, l := range commandHelp {
-			c.W.Status(l)
-		}
+		c.help("command", commandHelp)
 	default:
 		c.W.Error(unknownSubcommand(sub, "COMMAND"))
 	}

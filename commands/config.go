@@ -144,14 +144,7 @@ func config(c *Ctx) {
 		c.srv.commandsProcessed.Store(0)
 		c.W.OK()
 	case is(sub, "HELP"):
-		if len(c.Args) != 2 {
-			c.W.Error(wrongArity("config|help"))
-			return
-		}
-		c.W.Array(len(configHelp))
-		for _, l := range configHelp {
-			c.W.Status(l)
-		}
+		c.help("config", configHelp)
 	default:
 		c.W.Error(unknownSubcommand(sub, "CONFIG"))
 	}

@@ -244,13 +244,7 @@ func client(c *Ctx) {
 	case is(sub, "KILL"):
 		c.clientKill()
 	case is(sub, "HELP"):
-		if !arity(2, "help") {
-			return
-		}
-		c.W.Array(len(clientHelp))
-		for _, l := range clientHelp {
-			c.W.Status(l)
-		}
+		c.help("client", clientHelp)
 	default:
 		c.W.Error(unknownSubcommand(sub, "CLIENT"))
 	}

@@ -109,29 +109,14 @@ func scan(c *Ctx) {
 // leading space and nothing after the digits): an optional sign, digits,
 // within 64 bits. A '-' negates modulo 2^64, and "" is 0.
 func parseCursor(b []byte) (uint64, bool) {
-	neg := false
-	if len(b) > 0 && (b[0] == '+' || b[0] == '-') {
-		neg = b[0] == '-'
-		b = b[1:]
-		if len(b) == 0 {
-			return 0, false
-		}
+	if len(b) == 0 {
+		return 0, true
 	}
-	var u uint64
-	for _, ch := range b {
-		if ch < '0' || ch > '9' {
-			return 0, false
-		}
-		d := uint64(ch - '0')
-		if u > (math.MaxUint64-d)/10 {
-			return 0, false
-		}
-		u = u*10 + d
-	}
+	neg, u, ok := parseSigned(b)
 	if neg {
 		u = -u
 	}
-	return u, true
+	return u, ok
 }
 
 func ttl(c *Ctx)  { ttlReply(c, false) }

@@ -119,37 +119,14 @@ func cellError(err error) string {
 // optional '+' or '-', then at least one digit, leading zeros allowed,
 // nothing else, within int64.
 func parseCellInt(b []byte) (int64, bool) {
-	if len(b) == 0 {
+	neg, u, ok := parseSigned(b)
+	switch {
+	case !ok:
 		return 0, false
-	}
-	neg := false
-	switch b[0] {
-	case '+', '-':
-		neg = b[0] == '-'
-		b = b[1:]
-		if len(b) == 0 {
-			return 0, false
-		}
-	}
-	var u uint64
-	for _, ch := range b {
-		if ch < '0' || ch > '9' {
-			return 0, false
-		}
-		d := uint64(ch - '0')
-		if u > (math.MaxUint64-d)/10 {
-			return 0, false
-		}
-		u = u*10 + d
-	}
-	if neg {
-		if u > 1<<63 {
-			return 0, false
-		}
+	case neg && u <= 1<<63:
 		return int64(-u), true
+	case !neg && u <= math.MaxInt64:
+		return int64(u), true
 	}
-	if u > math.MaxInt64 {
-		return 0, false
-	}
-	return int64(u), true
+	return 0, false
 }
