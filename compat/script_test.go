@@ -57,6 +57,7 @@ package compat
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -73,6 +74,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/throttleddb/throttled/internal/proc"
 	"github.com/throttleddb/throttled/server"
 	"github.com/throttleddb/throttled/server/servertest"
 )
@@ -564,48 +566,20 @@ func startRedis(t *testing.T, pass string) string {
 	if err != nil {
 		t.Skip("redis-server is not installed; the reference target is skipped")
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := proc.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
-	ln.Close()
-	dir := t.TempDir()
-	logFile := filepath.Join(dir, "redis.log")
-	args := []string{"--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-		"--dir", dir, "--logfile", logFile}
+	args := []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"}
 	if pass != "" {
 		args = append(args, "--requirepass", pass)
 	}
-	cmd := exec.Command(bin, args...)
-	if err := cmd.Start(); err != nil {
+	p, err := proc.Start(context.Background(), proc.Config{
+		Name: "redis-server", Path: bin, Args: args, Addr: proc.Addr(port), Dir: t.TempDir(), Timeout: 10 * time.Second,
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-	})
-	addr := "127.0.0.1:" + port
-	for deadline := time.Now().Add(10 * time.Second); !answersPing(addr); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			log, _ := os.ReadFile(logFile)
-			t.Fatalf("redis-server on %s does not answer PING:\n%s", addr, log)
-		}
-	}
-	return addr
-}
-
-// answersPing reports whether a server answers PING at addr (-NOAUTH counts).
-func answersPing(addr string) bool {
-	nc, err := net.DialTimeout("tcp", addr, time.Second)
-	if err != nil {
-		return false
-	}
-	defer nc.Close()
-	nc.SetDeadline(time.Now().Add(time.Second))
-	if _, err := nc.Write([]byte("PING\r\n")); err != nil {
-		return false
-	}
-	line, err := bufio.NewReader(nc).ReadString('\n')
-	return err == nil && (line[0] == '+' || line[0] == '-')
+	t.Cleanup(func() { p.Stop() })
+	return p.Addr
 }

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/throttleddb/throttled/bench"
-	"github.com/throttleddb/throttled/bench/internal/respconn"
-	"github.com/throttleddb/throttled/bench/internal/server"
+	"github.com/throttleddb/throttled/internal/proc"
+	"github.com/throttleddb/throttled/internal/respconn"
 )
 
 // TestGCRALuaMatchesRedisCell runs bench/gcra.lua on a real redis-server and
@@ -25,12 +25,12 @@ func TestGCRALuaMatchesRedisCell(t *testing.T) {
 		t.Skip("redis-server not on PATH")
 	}
 	ctx := t.Context()
-	port, err := server.FreePort()
+	port, err := proc.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := server.Addr(port)
-	p, err := server.Start(ctx, server.Config{
+	addr := proc.Addr(port)
+	p, err := proc.Start(ctx, proc.Config{
 		Name:    "redis-server",
 		Path:    bin,
 		Args:    []string{"--save", "", "--appendonly", "no", "--port", strconv.Itoa(port), "--bind", "127.0.0.1"},

@@ -33,10 +33,10 @@ import (
 	"time"
 
 	"github.com/throttleddb/throttled/bench"
-	"github.com/throttleddb/throttled/bench/internal/procattr"
 	"github.com/throttleddb/throttled/bench/internal/redisbench"
-	"github.com/throttleddb/throttled/bench/internal/respconn"
-	"github.com/throttleddb/throttled/bench/internal/server"
+	"github.com/throttleddb/throttled/internal/proc"
+	"github.com/throttleddb/throttled/internal/procattr"
+	"github.com/throttleddb/throttled/internal/respconn"
 )
 
 type config struct {
@@ -186,7 +186,7 @@ func compare(ctx context.Context, cfg config, stdout, stderr io.Writer) (err err
 	}
 	defer os.RemoveAll(tmp)
 
-	var procs []*server.Process
+	var procs []*proc.Process
 	defer func() {
 		for _, p := range slices.Backward(procs) {
 			if serr := p.Stop(); serr != nil {
@@ -217,14 +217,14 @@ func compare(ctx context.Context, cfg config, stdout, stderr io.Writer) (err err
 		if bi, err := buildinfo.ReadFile(bin); err == nil {
 			info.goVersion = bi.GoVersion + " (throttled binary)"
 		}
-		port, err := server.FreePort()
+		port, err := proc.FreePort()
 		if err != nil {
 			return err
 		}
-		throttledAddr = server.Addr(port)
+		throttledAddr = proc.Addr(port)
 		targs := append([]string{"--bind", "127.0.0.1", "--port", strconv.Itoa(port)}, cfg.throttledArgs...)
 		logf("starting %s %s", bin, shellJoin(targs))
-		p, err := server.Start(ctx, server.Config{Name: "throttled", Path: bin, Args: targs, Addr: throttledAddr, Timeout: cfg.startTimeout})
+		p, err := proc.Start(ctx, proc.Config{Name: "throttled", Path: bin, Args: targs, Addr: throttledAddr, Timeout: cfg.startTimeout})
 		if err != nil {
 			return err
 		}
@@ -232,14 +232,14 @@ func compare(ctx context.Context, cfg config, stdout, stderr io.Writer) (err err
 	}
 
 	// redis-server
-	port, err := server.FreePort()
+	port, err := proc.FreePort()
 	if err != nil {
 		return err
 	}
-	redisAddr := server.Addr(port)
+	redisAddr := proc.Addr(port)
 	rargs := append([]string{"--save", "", "--appendonly", "no", "--port", strconv.Itoa(port), "--bind", "127.0.0.1"}, cfg.redisArgs...)
 	logf("starting %s %s", cfg.redisBin, shellJoin(rargs))
-	rp, err := server.Start(ctx, server.Config{Name: "redis-server", Path: cfg.redisBin, Args: rargs, Addr: redisAddr, Dir: tmp, Timeout: cfg.startTimeout})
+	rp, err := proc.Start(ctx, proc.Config{Name: "redis-server", Path: cfg.redisBin, Args: rargs, Addr: redisAddr, Dir: tmp, Timeout: cfg.startTimeout})
 	if err != nil {
 		return err
 	}
@@ -425,7 +425,7 @@ func preflight(ctx context.Context, cs []benchCase, addrs map[side]string, logf 
 	return nil
 }
 
-func checkAlive(procs []*server.Process) error {
+func checkAlive(procs []*proc.Process) error {
 	for _, p := range procs {
 		select {
 		case <-p.Exited():
@@ -436,7 +436,7 @@ func checkAlive(procs []*server.Process) error {
 	return nil
 }
 
-func withServerOutput(err error, procs []*server.Process) error {
+func withServerOutput(err error, procs []*proc.Process) error {
 	for _, p := range procs {
 		select {
 		case <-p.Exited():

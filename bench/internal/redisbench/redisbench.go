@@ -14,7 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/throttleddb/throttled/bench/internal/procattr"
+	"github.com/throttleddb/throttled/internal/procattr"
 )
 
 // Options describe one redis-benchmark run.

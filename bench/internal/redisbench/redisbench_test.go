@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/throttleddb/throttled/bench/internal/server"
+	"github.com/throttleddb/throttled/internal/proc"
 )
 
 func TestParseCSV(t *testing.T) {
@@ -60,12 +60,12 @@ func TestRunAgainstRedisServer(t *testing.T) {
 	if err1 != nil || err2 != nil {
 		t.Skip("redis-server or redis-benchmark not on PATH")
 	}
-	port, err := server.FreePort()
+	port, err := proc.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := server.Addr(port)
-	p, err := server.Start(t.Context(), server.Config{
+	addr := proc.Addr(port)
+	p, err := proc.Start(t.Context(), proc.Config{
 		Name: "redis-server", Path: rs, Addr: addr, Dir: t.TempDir(), Timeout: 15 * time.Second,
 		Args: []string{"--save", "", "--appendonly", "no", "--port", strconv.Itoa(port), "--bind", "127.0.0.1"},
 	})

@@ -148,7 +148,7 @@ func Ints(v any) ([]int64, error) {
 	return out, nil
 }
 
-// WaitPing polls addr with PING until it answers PONG, ctx is done, the
+// WaitPing polls addr with PING until it answers PONG (or NOAUTH), ctx is done, the
 // timeout passes, or exited (may be nil) is closed because the server process
 // is gone. It never sleeps longer than one short poll interval at a time.
 func WaitPing(ctx context.Context, addr string, timeout time.Duration, exited <-chan struct{}) error {
@@ -179,6 +179,11 @@ func ping(ctx context.Context, addr string) error {
 	}
 	defer c.Close()
 	v, err := c.Do("PING")
+	// A server that wants AUTH first (-NOAUTH) is up all the same.
+	var e Error
+	if errors.As(err, &e) && strings.HasPrefix(string(e), "NOAUTH") {
+		return nil
+	}
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,6 @@
-// Package server starts and stops the server processes that the benchmark
-// tools measure (throttled and redis-server) on free loopback ports.
-package server
+// Package proc starts and stops server processes (throttled, redis-server)
+// on free loopback ports, for the benchmarks and the compat tests.
+package proc
 
 import (
 	"context"
@@ -14,8 +14,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/throttleddb/throttled/bench/internal/procattr"
-	"github.com/throttleddb/throttled/bench/internal/respconn"
+	"github.com/throttleddb/throttled/internal/procattr"
+	"github.com/throttleddb/throttled/internal/respconn"
 )
 
 // FreePort asks the OS for a free TCP port on 127.0.0.1 (listen on :0, close,
