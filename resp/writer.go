@@ -109,6 +109,3 @@ func (w *Writer) Verbatim(text []byte) {
 	}
 	w.Bulk(text)
 }
-
-// Raw appends already encoded reply bytes.
-func (w *Writer) Raw(b []byte) { w.b = append(w.b, b...) }

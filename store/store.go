@@ -464,9 +464,6 @@ func (s *Store) SampleExpire(shardIdx int, now int64, rounds int) int {
 	return removed
 }
 
-// Shards returns the number of shards.
-func (s *Store) Shards() int { return len(s.shards) }
-
 // SweepInterval is how often Sweep runs Redis' active expiry cycle (Redis'
 // default hz of 10).
 const SweepInterval = 100 * time.Millisecond

@@ -43,7 +43,7 @@ func TestStringValue_IntEncoding(t *testing.T) {
 	if v := StringValue([]byte("123")); v.Kind != KindInt || v.Int != 123 {
 		t.Errorf("StringValue(123) = %+v, want int 123", v)
 	}
-	if v := StringValue([]byte("0123")); v.Kind != KindString || string(v.AppendString(nil)) != "0123" {
+	if v := StringValue([]byte("0123")); v.Kind != KindString || string(v.Bytes) != "0123" {
 		t.Errorf("StringValue(0123) = %+v, want the bytes kept", v)
 	}
 }
@@ -181,7 +181,7 @@ func TestWatch_DirtyOnWrite(t *testing.T) {
 		t.Fatal("write to a watched key not seen")
 	}
 	s.Unwatch(&w)
-	if w.Dirty() || w.Watching() {
+	if w.Dirty() || len(w.keys) > 0 {
 		t.Fatal("Unwatch did not reset the watch")
 	}
 }

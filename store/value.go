@@ -1,9 +1,5 @@
 package store
 
-import (
-	"strconv"
-)
-
 // Kind is the kind of value a key holds.
 type Kind uint8
 
@@ -50,23 +46,6 @@ func IntValue(n int64) Value { return Value{Kind: KindInt, Int: n} }
 
 // IsString reports whether the value is a string (either encoding).
 func (v Value) IsString() bool { return v.Kind == KindString || v.Kind == KindInt }
-
-// AppendString appends the string form of a string value to dst.
-func (v Value) AppendString(dst []byte) []byte {
-	if v.Kind == KindInt {
-		return strconv.AppendInt(dst, v.Int, 10)
-	}
-	return append(dst, v.Bytes...)
-}
-
-// StringLen is the length of the string form of a string value.
-func (v Value) StringLen() int {
-	if v.Kind == KindInt {
-		var buf [20]byte
-		return len(strconv.AppendInt(buf[:0], v.Int, 10))
-	}
-	return len(v.Bytes)
-}
 
 // Integer returns the value as an int64 when it is a string holding a decimal
 // integer, with Redis' rules (string2ll: optional '-', digits, no leading

@@ -21,9 +21,6 @@ type watched struct {
 // Dirty reports whether a watched key has changed.
 func (w *Watch) Dirty() bool { return w.dirty.Load() }
 
-// Watching reports whether any key is watched.
-func (w *Watch) Watching() bool { return len(w.keys) > 0 }
-
 // AddLocks adds the shards of the watched keys to l, so EXEC can check them
 // under the same locks it runs under.
 func (w *Watch) AddLocks(s *Store, l *LockSet) {
