@@ -55,8 +55,30 @@ type config struct {
 	cases          []string
 	startTimeout   time.Duration
 	benchTimeout   time.Duration
+	pin            bool
 	throttledFlags string // raw -throttled-args, for the report
 	redisFlags     string // raw -redis-args, for the report
+}
+
+// serverWrap runs a server on CPU 0 with -pin (both servers share it: they
+// are measured one at a time).
+func (c config) serverWrap() []string {
+	if !c.pin {
+		return nil
+	}
+	return []string{"taskset", "-c", "0"}
+}
+
+// clientWrap runs redis-benchmark on the CPUs the servers do not use.
+func (c config) clientWrap() []string {
+	if !c.pin {
+		return nil
+	}
+	cpus := "1"
+	if n := runtime.NumCPU(); n > 2 {
+		cpus = fmt.Sprintf("1-%d", n-1)
+	}
+	return []string{"taskset", "-c", cpus}
 }
 
 // hiddenFlags are accepted but left out of -h.
@@ -76,6 +98,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.redisBin, "redis-server", "redis-server", "redis-server binary")
 	fs.StringVar(&c.redisFlags, "redis-args", "", "extra arguments for redis-server (shell-like quoting)")
 	fs.StringVar(&c.benchBin, "redis-benchmark", "redis-benchmark", "redis-benchmark binary")
+	fs.BoolVar(&c.pin, "pin", false, "run the servers on CPU 0 and redis-benchmark on the other CPUs (taskset), so the client does not take CPU from the server it measures")
 	fs.IntVar(&c.requests, "n", 200000, "requests per redis-benchmark run (-n)")
 	fs.IntVar(&c.clients, "c", 50, "parallel connections (-c)")
 	fs.IntVar(&c.keyspace, "r", 100000, "key space for __rand_int__ (-r)")
@@ -135,6 +158,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		return c, errors.New("-n, -c, -r and -runs must be positive, -threads non-negative")
 	case c.throttledAddr != "" && c.throttledBin != "":
 		return c, errors.New("-throttled and -throttled-addr are exclusive")
+	case c.pin && runtime.NumCPU() < 2:
+		return c, errors.New("-pin needs at least two CPUs")
 	}
 	return c, nil
 }
@@ -175,7 +200,11 @@ type mkey struct {
 
 func compare(ctx context.Context, cfg config, stdout, stderr io.Writer) (err error) {
 	logf := func(format string, a ...any) { fmt.Fprintf(stderr, format+"\n", a...) }
-	for _, bin := range []string{cfg.redisBin, cfg.benchBin} {
+	need := []string{cfg.redisBin, cfg.benchBin}
+	if cfg.pin {
+		need = append(need, "taskset")
+	}
+	for _, bin := range need {
 		if _, err := exec.LookPath(bin); err != nil {
 			return err
 		}
@@ -224,7 +253,7 @@ func compare(ctx context.Context, cfg config, stdout, stderr io.Writer) (err err
 		throttledAddr = proc.Addr(port)
 		targs := append([]string{"--bind", "127.0.0.1", "--port", strconv.Itoa(port)}, cfg.throttledArgs...)
 		logf("starting %s %s", bin, shellJoin(targs))
-		p, err := proc.Start(ctx, proc.Config{Name: "throttled", Path: bin, Args: targs, Addr: throttledAddr, Timeout: cfg.startTimeout})
+		p, err := proc.Start(ctx, proc.Config{Name: "throttled", Path: bin, Args: targs, Addr: throttledAddr, Timeout: cfg.startTimeout, Wrap: cfg.serverWrap()})
 		if err != nil {
 			return err
 		}
@@ -239,7 +268,7 @@ func compare(ctx context.Context, cfg config, stdout, stderr io.Writer) (err err
 	redisAddr := proc.Addr(port)
 	rargs := append([]string{"--save", "", "--appendonly", "no", "--port", strconv.Itoa(port), "--bind", "127.0.0.1"}, cfg.redisArgs...)
 	logf("starting %s %s", cfg.redisBin, shellJoin(rargs))
-	rp, err := proc.Start(ctx, proc.Config{Name: "redis-server", Path: cfg.redisBin, Args: rargs, Addr: redisAddr, Dir: tmp, Timeout: cfg.startTimeout})
+	rp, err := proc.Start(ctx, proc.Config{Name: "redis-server", Path: cfg.redisBin, Args: rargs, Addr: redisAddr, Dir: tmp, Timeout: cfg.startTimeout, Wrap: cfg.serverWrap()})
 	if err != nil {
 		return err
 	}
@@ -279,7 +308,7 @@ func compare(ctx context.Context, cfg config, stdout, stderr io.Writer) (err err
 					bctx, cancel := context.WithTimeout(ctx, cfg.benchTimeout)
 					res, err := redisbench.Run(bctx, redisbench.Options{
 						Bin: cfg.benchBin, Addr: addrs[s], Clients: cfg.clients, Requests: cfg.requests,
-						KeySpace: cfg.keyspace, Pipeline: pl, Threads: cfg.threads, Command: cmd,
+						KeySpace: cfg.keyspace, Pipeline: pl, Threads: cfg.threads, Command: cmd, Wrap: cfg.clientWrap(),
 					})
 					cancel()
 					if err != nil {

@@ -30,8 +30,13 @@ func writeReport(w io.Writer, info reportInfo, cs []benchCase, results map[mkey]
 	fmt.Fprintf(w, "- Machine: %s\n", machine())
 	fmt.Fprintf(w, "- Go: %s\n", info.goVersion)
 	fmt.Fprintf(w, "- redis-server version: %s\n", info.redisVersion)
-	fmt.Fprintf(w, "- Client: %s, `-c %d -n %d -r %d%s -q --csv`, each figure the median of %d run(s); client and both servers share the machine\n",
+	fmt.Fprintf(w, "- Client: %s, `-c %d -n %d -r %d%s -q --csv`, each figure the median of %d run(s)\n",
 		info.benchVersion, cfg.clients, cfg.requests, cfg.keyspace, threadsFlag(cfg.threads), cfg.runs)
+	if cfg.pin {
+		fmt.Fprintf(w, "- CPUs (-pin): servers on CPU 0 (`%s`), redis-benchmark on the rest (`%s`)\n", strings.Join(cfg.serverWrap(), " "), strings.Join(cfg.clientWrap(), " "))
+	} else {
+		fmt.Fprintf(w, "- CPUs: client and both servers share all of them\n")
+	}
 	if cfg.throttledAddr != "" {
 		fmt.Fprintf(w, "- throttled slot: external server at %s (not started by this run)\n", cfg.throttledAddr)
 	} else {

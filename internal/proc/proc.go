@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -45,11 +46,14 @@ type Process struct {
 
 // Config describes a server process to start.
 type Config struct {
-	Name    string        // for messages: "throttled", "redis-server"
-	Path    string        // binary
-	Args    []string      // its arguments
-	Addr    string        // host:port it will listen on
-	Dir     string        // working directory; "" for the caller's
+	Name string   // for messages: "throttled", "redis-server"
+	Path string   // binary
+	Args []string // its arguments
+	Addr string   // host:port it will listen on
+	Dir  string   // working directory; "" for the caller's
+	// Wrap, when set, is a command that runs the server (e.g. taskset -c 0):
+	// the process started is Wrap[0] with Wrap[1:], Path and Args.
+	Wrap    []string
 	Timeout time.Duration // how long it may take to answer PING
 }
 
@@ -59,10 +63,11 @@ type Config struct {
 // it is also killed if the caller dies. On error the process is already
 // stopped and the error includes its output.
 func Start(ctx context.Context, c Config) (*Process, error) {
+	name, argv := CommandLine(c.Wrap, c.Path, c.Args)
 	p := &Process{
 		Name: c.Name,
 		Addr: c.Addr,
-		cmd:  exec.Command(c.Path, c.Args...),
+		cmd:  exec.Command(name, argv...),
 		out:  &tailBuffer{max: 64 << 10},
 		done: make(chan struct{}),
 	}
@@ -159,4 +164,14 @@ func (b *tailBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return string(b.buf)
+}
+
+// CommandLine returns the program and arguments that run path with args,
+// under wrap when it is not empty: wrap "taskset -c 0" gives taskset and
+// "-c 0 path args...".
+func CommandLine(wrap []string, path string, args []string) (string, []string) {
+	if len(wrap) == 0 {
+		return path, args
+	}
+	return wrap[0], append(append(slices.Clone(wrap[1:]), path), args...)
 }

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/throttleddb/throttled/internal/proc"
 	"github.com/throttleddb/throttled/internal/procattr"
 )
 
@@ -28,6 +29,7 @@ type Options struct {
 	Threads   int      // --threads, 0 to leave it out
 	Command   []string // the command and its arguments, sent verbatim
 	ExtraArgs []string // more redis-benchmark options, placed before the command
+	Wrap      []string // a command to run redis-benchmark under (taskset -c 1), or nil
 }
 
 // Args returns redis-benchmark's argument list for o.
@@ -73,7 +75,8 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	if bin == "" {
 		bin = "redis-benchmark"
 	}
-	cmd := exec.CommandContext(ctx, bin, args...)
+	name, argv := proc.CommandLine(o.Wrap, bin, args)
+	cmd := exec.CommandContext(ctx, name, argv...)
 	// Own process group: a terminal Ctrl-C reaches the runner, which cancels ctx.
 	cmd.SysProcAttr = procattr.Child()
 	cmd.WaitDelay = 5 * time.Second
