@@ -55,6 +55,36 @@ type Store struct {
 	dbs    int
 
 	expiredKeys atomic.Int64 // keys removed because their TTL passed
+
+	// journal hears of every change; nil when nothing is persisted.
+	journal Journal
+}
+
+// Journal receives every change to the keyspace, for persistence. Calls for
+// one key arrive in the order the changes happened: the store makes them
+// while it holds the key's shard lock. key and v.Bytes are valid only during
+// the call.
+type Journal interface {
+	// Set records that key now holds v with expiry expireMs (Unix ms, 0 for
+	// none).
+	Set(db int, key []byte, v Value, expireMs int64)
+	// Delete records that key is gone (deleted or expired).
+	Delete(db int, key []byte)
+	// FlushDB records that every key of db is gone.
+	FlushDB(db int)
+}
+
+// SetJournal makes the store report every later change to j. Call it before
+// the store is used concurrently.
+func (s *Store) SetJournal(j Journal) { s.journal = j }
+
+// Restore puts a key loaded from persistence into the store without telling
+// the journal. It is for start-up, before the store is shared.
+func (s *Store) Restore(db int, key []byte, v Value, expireMs int64) {
+	j := s.journal
+	s.journal = nil
+	s.Tx(0).Put(db, key, v, expireMs)
+	s.journal = j
 }
 
 // entry is one key. Entries are held by pointer so that overwriting a live key
@@ -201,19 +231,31 @@ func (t Tx) lookup(sh *shard, db int, key []byte) *entry {
 	}
 	if t.expired(e) {
 		t.s.expiredKeys.Add(1)
-		sh.remove(db, key, e)
+		t.s.remove(sh, db, key, e)
 		return nil
 	}
 	return e
 }
 
-// remove deletes an entry known to be in the map and tells watchers.
-func (sh *shard) remove(db int, key []byte, e *entry) {
+// remove deletes an entry known to be in the map and tells watchers and the
+// journal.
+func (s *Store) remove(sh *shard, db int, key []byte, e *entry) {
 	if e.expireMs != 0 {
 		sh.expires[db]--
 	}
 	delete(sh.dbs[db], string(key))
 	sh.touch(db, key)
+	if s.journal != nil {
+		s.journal.Delete(db, key)
+	}
+}
+
+// changed tells watchers and the journal that e, key's entry, was written.
+func (s *Store) changed(sh *shard, db int, key []byte, e *entry) {
+	sh.touch(db, key)
+	if s.journal != nil {
+		s.journal.Set(db, key, e.val, e.expireMs)
+	}
 }
 
 // Get returns the value of key and whether it exists.
@@ -249,7 +291,7 @@ func (t Tx) Put(db int, key []byte, v Value, expireMs int64) {
 	e := t.lookup(sh, db, key)
 	if expireMs != 0 && t.nowMs > expireMs {
 		if e != nil {
-			sh.remove(db, key, e)
+			t.s.remove(sh, db, key, e)
 		}
 		return
 	}
@@ -270,7 +312,7 @@ func (t Tx) Put(db int, key []byte, v Value, expireMs int64) {
 		}
 	}
 	e.val, e.expireMs = v, expireMs
-	sh.touch(db, key)
+	t.s.changed(sh, db, key, e)
 }
 
 // PutKeepTTL stores v under key keeping the key's current expiry (none for a
@@ -279,7 +321,7 @@ func (t Tx) PutKeepTTL(db int, key []byte, v Value) {
 	sh := t.shard(key)
 	if e := t.lookup(sh, db, key); e != nil {
 		e.val = v
-		sh.touch(db, key)
+		t.s.changed(sh, db, key, e)
 		return
 	}
 	t.Put(db, key, v, 0)
@@ -292,7 +334,7 @@ func (t Tx) Delete(db int, key []byte) bool {
 	if e == nil {
 		return false
 	}
-	sh.remove(db, key, e)
+	t.s.remove(sh, db, key, e)
 	return true
 }
 
@@ -306,7 +348,7 @@ func (t Tx) SetExpire(db int, key []byte, expireMs int64) bool {
 		return false
 	}
 	if expireMs != 0 && expireMs <= t.nowMs {
-		sh.remove(db, key, e)
+		t.s.remove(sh, db, key, e)
 		return true
 	}
 	if (e.expireMs != 0) != (expireMs != 0) {
@@ -317,7 +359,7 @@ func (t Tx) SetExpire(db int, key []byte, expireMs int64) bool {
 		}
 	}
 	e.expireMs = expireMs
-	sh.touch(db, key)
+	t.s.changed(sh, db, key, e)
 	return true
 }
 
@@ -355,6 +397,9 @@ func (t Tx) Flush(db int) {
 		}
 		sh.dbs[db] = nil
 		sh.expires[db] = 0
+	}
+	if t.s.journal != nil {
+		t.s.journal.FlushDB(db)
 	}
 }
 
@@ -446,7 +491,7 @@ func (s *Store) SampleExpire(shardIdx int, now int64, rounds int) int {
 				if e.expireMs != 0 {
 					seen++
 					if t.expired(e) {
-						sh.remove(db, []byte(k), e)
+						s.remove(sh, db, []byte(k), e)
 						gone++
 					}
 				}

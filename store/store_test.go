@@ -249,3 +249,51 @@ func TestScan_SmallKeyspaceOneCall(t *testing.T) {
 		t.Fatalf("Scan COUNT 100 over 10 keys: %d keys, cursor %d; want 10, 0", n, next)
 	}
 }
+
+// recorder is a Journal that keeps what it heard as text.
+type recorder struct{ log []string }
+
+func (r *recorder) Set(db int, key []byte, v Value, expireMs int64) {
+	r.log = append(r.log, fmt.Sprintf("set %d %s %d/%d/%s %d", db, key, v.Kind, v.Int, v.Bytes, expireMs))
+}
+func (r *recorder) Delete(db int, key []byte) { r.log = append(r.log, fmt.Sprintf("del %d %s", db, key)) }
+func (r *recorder) FlushDB(db int)            { r.log = append(r.log, fmt.Sprintf("flush %d", db)) }
+
+// TestJournal: every change reaches the journal in order, reads and Restore
+// do not, and expiry (lazy or swept) is reported as a delete.
+func TestJournal(t *testing.T) {
+	s := newStore(t)
+	r := &recorder{}
+	s.SetJournal(r)
+	s.Restore(1, []byte("loaded"), IntValue(5), 0)
+	tx := s.Tx(t0)
+	tx.Put(0, []byte("a"), IntValue(1), 0)
+	tx.PutKeepTTL(0, []byte("a"), StringValue([]byte("x")))
+	tx.SetExpire(0, []byte("a"), t0/ms+10)
+	tx.Get(0, []byte("a"))
+	tx.SetExpire(0, []byte("missing"), t0/ms+10)
+	tx.Put(0, []byte("b"), IntValue(2), t0/ms+5)
+	tx.Delete(0, []byte("a"))
+	tx.Put(0, []byte("c"), IntValue(3), t0/ms-1) // already expired: nothing stored
+	s.Tx(t0+6*ms).Get(0, []byte("b"))             // lazily expired
+	tx.Put(0, []byte("d"), IntValue(4), t0/ms+5)
+	s.SampleExpire(s.ShardOf([]byte("d")), t0+6*ms, 1)
+	tx.Flush(1)
+	want := []string{
+		"set 0 a 2/1/ 0",
+		"set 0 a 1/0/x 0",
+		fmt.Sprintf("set 0 a 1/0/x %d", t0/ms+10),
+		fmt.Sprintf("set 0 b 2/2/ %d", t0/ms+5),
+		"del 0 a",
+		"del 0 b",
+		fmt.Sprintf("set 0 d 2/4/ %d", t0/ms+5),
+		"del 0 d",
+		"flush 1",
+	}
+	if fmt.Sprint(r.log) != fmt.Sprint(want) {
+		t.Errorf("journal heard\n%q\nwant\n%q", r.log, want)
+	}
+	if v, ok := s.Tx(t0).Get(1, []byte("loaded")); ok {
+		t.Errorf("flushed db still holds loaded = %+v", v)
+	}
+}
