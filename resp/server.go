@@ -20,6 +20,14 @@ type Handler interface {
 	Closed(c *Conn)
 }
 
+// A Syncer is a Handler whose replies may only leave once the changes behind
+// them are durable (appendfsync always). BeforeReply is called on the
+// connection's goroutine before each write of buffered replies, so one wait
+// covers a whole pipelined batch.
+type Syncer interface {
+	BeforeReply(c *Conn)
+}
+
 // Config configures a Server. Zero fields mean the defaults.
 type Config struct {
 	Limits Limits
@@ -269,6 +277,9 @@ func (c *Conn) CloseAfterReply() { c.closing = true }
 func (c *Conn) flush() error {
 	if len(c.W.b) == 0 {
 		return nil
+	}
+	if sy, ok := c.srv.h.(Syncer); ok {
+		sy.BeforeReply(c)
 	}
 	_, err := c.nc.Write(c.W.b)
 	if cap(c.W.b) > 4*maxPending {

@@ -23,6 +23,11 @@ type Config struct {
 	Databases int
 	// Shards is the number of hash shards, a power of two.
 	Shards int
+	// MaxKeys bounds the number of keys (0: no bound); see Evict.
+	MaxKeys int64
+	// MaxMemory bounds the memory keys are accounted to use, in bytes (0: no
+	// bound); see Evict and EntryOverhead.
+	MaxMemory int64
 }
 
 // DefaultConfig returns the default configuration: 16 databases, 256 shards.
@@ -43,6 +48,9 @@ func (c *Config) Validate() error {
 	if c.Shards < 1 || c.Shards&(c.Shards-1) != 0 || c.Shards > 1<<16 {
 		return errors.Join(ErrBadConfig, errors.New("shards must be a power of two up to 65536"))
 	}
+	if c.MaxKeys < 0 || c.MaxMemory < 0 {
+		return errors.Join(ErrBadConfig, errors.New("maxkeys and maxmemory must not be negative"))
+	}
 	return nil
 }
 
@@ -54,7 +62,15 @@ type Store struct {
 	mask   uint64
 	dbs    int
 
+	maxKeys, maxMemory int64
+
+	keys        atomic.Int64 // keys in every database, expired ones included until removed
+	memory      atomic.Int64 // accounted bytes of every key (see EntryOverhead)
 	expiredKeys atomic.Int64 // keys removed because their TTL passed
+	evictedKeys atomic.Int64 // keys removed to stay under MaxKeys/MaxMemory
+	// evict wakes the background evictor when a write could not evict
+	// enough from its own shard.
+	evict chan struct{}
 
 	// journal hears of every change; nil when nothing is persisted.
 	journal Journal
@@ -89,10 +105,25 @@ func (s *Store) Restore(db int, key []byte, v Value, expireMs int64) {
 
 // entry is one key. Entries are held by pointer so that overwriting a live key
 // mutates it in place instead of re-inserting the key string into the map.
+// The fields of a Value are spelled out so that the access time fits in the
+// padding after the kind: 48 bytes per entry.
 type entry struct {
-	val      Value
-	expireMs int64 // Unix milliseconds; 0 means no expiry
+	kind     Kind
+	atime    uint32 // last access in Unix seconds, for LRU eviction
+	n        int64  // KindInt's integer
+	b        []byte // the bytes of every other kind
+	expireMs int64  // Unix milliseconds; 0 means no expiry
 }
+
+func (e *entry) value() Value { return Value{Kind: e.kind, Int: e.n, Bytes: e.b} }
+
+// EntryOverhead is what a key costs in memory besides its name and value
+// bytes: the map slot (string header, pointer, control byte at Go's map load
+// factor), the 48-byte entry and the allocation rounding of the key's copy.
+// MaxMemory counts keys at EntryOverhead + len(key) + cap(value bytes).
+const EntryOverhead = 96
+
+func cost(key []byte, b []byte) int64 { return EntryOverhead + int64(len(key)) + int64(cap(b)) }
 
 type shard struct {
 	mu sync.Mutex // guards everything below
@@ -100,6 +131,8 @@ type shard struct {
 	dbs []map[string]*entry
 	// expires counts the keys with an expiry in each database.
 	expires []int
+	// memory is the accounted bytes of each database's keys.
+	memory []int64
 	// watchers lists the WATCHes on keys of this shard; nil when there are none,
 	// which keeps the write path to one nil check.
 	watchers map[dbKey][]*Watch
@@ -120,10 +153,15 @@ func New(cfg Config) (*Store, error) {
 		shards: make([]shard, cfg.Shards),
 		mask:   uint64(cfg.Shards - 1),
 		dbs:    cfg.Databases,
+
+		maxKeys:   cfg.MaxKeys,
+		maxMemory: cfg.MaxMemory,
+		evict:     make(chan struct{}, 1),
 	}
 	for i := range s.shards {
 		s.shards[i].dbs = make([]map[string]*entry, cfg.Databases)
 		s.shards[i].expires = make([]int, cfg.Databases)
+		s.shards[i].memory = make([]int64, cfg.Databases)
 	}
 	return s, nil
 }
@@ -234,6 +272,7 @@ func (t Tx) lookup(sh *shard, db int, key []byte) *entry {
 		t.s.remove(sh, db, key, e)
 		return nil
 	}
+	e.atime = uint32(t.nowMs / 1000)
 	return e
 }
 
@@ -243,6 +282,7 @@ func (s *Store) remove(sh *shard, db int, key []byte, e *entry) {
 	if e.expireMs != 0 {
 		sh.expires[db]--
 	}
+	s.account(sh, db, -1, -cost(key, e.b))
 	delete(sh.dbs[db], string(key))
 	sh.touch(db, key)
 	if s.journal != nil {
@@ -254,8 +294,27 @@ func (s *Store) remove(sh *shard, db int, key []byte, e *entry) {
 func (s *Store) changed(sh *shard, db int, key []byte, e *entry) {
 	sh.touch(db, key)
 	if s.journal != nil {
-		s.journal.Set(db, key, e.val, e.expireMs)
+		s.journal.Set(db, key, e.value(), e.expireMs)
 	}
+}
+
+// account adds keys and bytes to db's counts in sh and the store's totals.
+func (s *Store) account(sh *shard, db int, keys, bytes int64) {
+	sh.memory[db] += bytes
+	if keys != 0 {
+		s.keys.Add(keys)
+	}
+	if bytes != 0 {
+		s.memory.Add(bytes)
+	}
+}
+
+// setValue replaces e's value, keeping the memory accounting right.
+func (s *Store) setValue(sh *shard, db int, e *entry, v Value) {
+	if d := int64(cap(v.Bytes) - cap(e.b)); d != 0 {
+		s.account(sh, db, 0, d)
+	}
+	e.kind, e.n, e.b = v.Kind, v.Int, v.Bytes
 }
 
 // Get returns the value of key and whether it exists.
@@ -264,7 +323,7 @@ func (t Tx) Get(db int, key []byte) (Value, bool) {
 	if e == nil {
 		return Value{}, false
 	}
-	return e.val, true
+	return e.value(), true
 }
 
 // Exists reports whether key exists.
@@ -301,8 +360,9 @@ func (t Tx) Put(db int, key []byte, v Value, expireMs int64) {
 			m = make(map[string]*entry)
 			sh.dbs[db] = m
 		}
-		e = &entry{}
+		e = &entry{atime: uint32(t.nowMs / 1000)}
 		m[string(key)] = e
+		t.s.account(sh, db, 1, cost(key, nil))
 	}
 	if (e.expireMs != 0) != (expireMs != 0) {
 		if expireMs != 0 {
@@ -311,8 +371,12 @@ func (t Tx) Put(db int, key []byte, v Value, expireMs int64) {
 			sh.expires[db]--
 		}
 	}
-	e.val, e.expireMs = v, expireMs
+	t.s.setValue(sh, db, e, v)
+	e.expireMs = expireMs
 	t.s.changed(sh, db, key, e)
+	if t.s.over() {
+		t.s.evictSome(sh, t.nowMs, db, key)
+	}
 }
 
 // PutKeepTTL stores v under key keeping the key's current expiry (none for a
@@ -320,7 +384,7 @@ func (t Tx) Put(db int, key []byte, v Value, expireMs int64) {
 func (t Tx) PutKeepTTL(db int, key []byte, v Value) {
 	sh := t.shard(key)
 	if e := t.lookup(sh, db, key); e != nil {
-		e.val = v
+		t.s.setValue(sh, db, e, v)
 		t.s.changed(sh, db, key, e)
 		return
 	}
@@ -395,6 +459,7 @@ func (t Tx) Flush(db int) {
 				sh.touch(db, []byte(k))
 			}
 		}
+		t.s.account(sh, db, -int64(len(sh.dbs[db])), -sh.memory[db])
 		sh.dbs[db] = nil
 		sh.expires[db] = 0
 	}
@@ -411,7 +476,7 @@ func (t Tx) ForEach(db int, fn func(key string, v Value) bool) {
 			if t.expired(e) {
 				continue
 			}
-			if !fn(k, e.val) {
+			if !fn(k, e.value()) {
 				return
 			}
 		}
@@ -455,7 +520,7 @@ func (t Tx) Scan(db int, cursor uint64, count int, fn func(key string, v Value))
 		}
 		for _, p := range picked[:n] {
 			if !t.expired(p.e) {
-				fn(p.k, p.e.val)
+				fn(p.k, p.e.value())
 			}
 		}
 		count -= n
@@ -516,7 +581,8 @@ const SweepInterval = 100 * time.Millisecond
 // Sweep removes expired keys in the background until ctx is done: every
 // SweepInterval it samples each shard (SampleExpire) at the instant now
 // returns. Lazy expiry on access does the rest, so keys nobody reads still
-// leave memory.
+// leave memory. It is also the background evictor: a write that could not
+// evict enough from its own shard wakes it (see evict.go).
 func (s *Store) Sweep(ctx context.Context, now func() int64) {
 	t := time.NewTicker(SweepInterval)
 	defer t.Stop()
@@ -524,11 +590,13 @@ func (s *Store) Sweep(ctx context.Context, now func() int64) {
 		select {
 		case <-ctx.Done():
 			return
+		case <-s.evict:
+			s.evictAll(now())
 		case <-t.C:
-		}
-		at := now()
-		for i := range s.shards {
-			s.SampleExpire(i, at, 16)
+			at := now()
+			for i := range s.shards {
+				s.SampleExpire(i, at, 16)
+			}
 		}
 	}
 }

@@ -256,8 +256,10 @@ type recorder struct{ log []string }
 func (r *recorder) Set(db int, key []byte, v Value, expireMs int64) {
 	r.log = append(r.log, fmt.Sprintf("set %d %s %d/%d/%s %d", db, key, v.Kind, v.Int, v.Bytes, expireMs))
 }
-func (r *recorder) Delete(db int, key []byte) { r.log = append(r.log, fmt.Sprintf("del %d %s", db, key)) }
-func (r *recorder) FlushDB(db int)            { r.log = append(r.log, fmt.Sprintf("flush %d", db)) }
+func (r *recorder) Delete(db int, key []byte) {
+	r.log = append(r.log, fmt.Sprintf("del %d %s", db, key))
+}
+func (r *recorder) FlushDB(db int) { r.log = append(r.log, fmt.Sprintf("flush %d", db)) }
 
 // TestJournal: every change reaches the journal in order, reads and Restore
 // do not, and expiry (lazy or swept) is reported as a delete.
@@ -275,7 +277,7 @@ func TestJournal(t *testing.T) {
 	tx.Put(0, []byte("b"), IntValue(2), t0/ms+5)
 	tx.Delete(0, []byte("a"))
 	tx.Put(0, []byte("c"), IntValue(3), t0/ms-1) // already expired: nothing stored
-	s.Tx(t0+6*ms).Get(0, []byte("b"))             // lazily expired
+	s.Tx(t0+6*ms).Get(0, []byte("b"))            // lazily expired
 	tx.Put(0, []byte("d"), IntValue(4), t0/ms+5)
 	s.SampleExpire(s.ShardOf([]byte("d")), t0+6*ms, 1)
 	tx.Flush(1)
@@ -295,5 +297,99 @@ func TestJournal(t *testing.T) {
 	}
 	if v, ok := s.Tx(t0).Get(1, []byte("loaded")); ok {
 		t.Errorf("flushed db still holds loaded = %+v", v)
+	}
+}
+
+// TestUsage: the key count and accounted memory follow inserts, growth,
+// deletes, expiry and flushes back to zero.
+func TestUsage(t *testing.T) {
+	s := newStore(t)
+	tx := s.Tx(t0)
+	tx.Put(0, []byte("a"), StringValue(make([]byte, 100)), 0)
+	tx.Put(1, []byte("bb"), IntValue(7), t0/ms+1)
+	keys, mem := s.Usage()
+	if want := 2*EntryOverhead + 3 + int64(cap(make([]byte, 100))); keys != 2 || mem != want {
+		t.Fatalf("Usage = %d keys %d bytes, want 2 keys %d bytes", keys, mem, want)
+	}
+	tx.Put(0, []byte("a"), IntValue(1), 0)
+	if _, mem := s.Usage(); mem != 2*EntryOverhead+3 {
+		t.Fatalf("after shrinking a: %d bytes", mem)
+	}
+	s.Tx(t0+2*ms).Get(1, []byte("bb"))
+	tx.Flush(0)
+	if keys, mem := s.Usage(); keys != 0 || mem != 0 {
+		t.Fatalf("after expiry and flush: %d keys %d bytes", keys, mem)
+	}
+}
+
+// TestEvict_MaxKeys: writes past MaxKeys evict so the count stays at the
+// bound, and the evicted keys are reported to the journal.
+func TestEvict_MaxKeys(t *testing.T) {
+	s, err := New(Config{MaxKeys: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &recorder{}
+	s.SetJournal(r)
+	for i := range 5000 {
+		s.Lock(&LockSet{idx: []int{s.ShardOf([]byte(fmt.Sprint(i)))}})
+		s.Tx(t0).Put(0, []byte(fmt.Sprint(i)), IntValue(int64(i)), 0)
+		s.Unlock(&LockSet{idx: []int{s.ShardOf([]byte(fmt.Sprint(i)))}})
+		if keys, _ := s.Usage(); keys > 1000 {
+			// A shard whose only key is the new one cannot evict locally;
+			// the background evictor (Sweep) is then asked to.
+			s.evictAll(t0)
+			if keys, _ := s.Usage(); keys > 1000 {
+				t.Fatalf("after %d writes: %d keys", i+1, keys)
+			}
+		}
+	}
+	dels := 0
+	for _, l := range r.log {
+		if l[:3] == "del" {
+			dels++
+		}
+	}
+	if got := s.EvictedKeys(); got != 4000 || dels != 4000 {
+		t.Errorf("evicted %d keys, journal heard %d deletes; want 4000", got, dels)
+	}
+}
+
+// TestEvict_Order: keys with an expiry go first, soonest first (a rate-limit
+// key expires when it is back to full), then the least recently used.
+func TestEvict_Order(t *testing.T) {
+	s, err := New(Config{Shards: 1, MaxKeys: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx := s.Tx(t0)
+	tx.Put(0, []byte("old"), IntValue(1), 0)
+	s.Tx(t0+5000*ms).Put(0, []byte("recent"), IntValue(1), 0)
+	tx.Put(0, []byte("far"), IntValue(1), t0/ms+60_000)
+	tx.Put(0, []byte("near"), IntValue(1), t0/ms+100)
+	later := s.Tx(t0 + 10_000*ms)
+	for i, want := range []string{"near", "far", "old", "recent"} {
+		later.Put(0, []byte(fmt.Sprint("new", i)), IntValue(1), 0)
+		if later.Exists(0, []byte(want)) {
+			t.Fatalf("write %d: %q should have been evicted", i, want)
+		}
+	}
+	if n := later.DBSize(0); n != 4 {
+		t.Fatalf("DBSize = %d, want 4", n)
+	}
+}
+
+// TestEvict_MaxMemory: the accounted memory stays under MaxMemory.
+func TestEvict_MaxMemory(t *testing.T) {
+	const bound = 1 << 20
+	s, err := New(Config{Shards: 1, MaxMemory: bound})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20000 {
+		s.Tx(t0).Put(0, []byte(fmt.Sprint("key", i)), StringValue(make([]byte, 64)), 0)
+		if _, mem := s.Usage(); mem > bound {
+			t.Fatalf("after %d writes: %d bytes", i+1, mem)
+		}
 	}
 }

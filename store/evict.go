@@ -1,0 +1,129 @@
+package store
+
+// Eviction keeps the keyspace under Config.MaxKeys and Config.MaxMemory.
+//
+// A write that takes the store over a bound evicts from its own shard at
+// once: it already holds that shard's lock, so eviction costs no extra
+// locking and cannot deadlock. It samples the shard's keys and removes the
+// best victim until the store is back under its bounds:
+//
+//  1. a key whose expiry has passed (counted as expired, not evicted);
+//  2. a key with an expiry, soonest first. A rate-limit key expires exactly
+//     when its state is back to "full", so the one closest to full is the one
+//     whose loss forgives the least; a flood of fresh keys (one request
+//     each) is evicted before the keys of clients that have used their quota;
+//  3. a key without expiry, least recently used first (approximate LRU, at
+//     one-second resolution, as Redis' sampling LRU).
+//
+// When a shard has nothing else to give (its only key is the one being
+// written), the background evictor (Sweep) frees space elsewhere, one shard
+// at a time.
+
+// evictSample is how many keys of a shard one eviction round looks at.
+const evictSample = 16
+
+// over reports whether the store holds more than its bounds allow.
+func (s *Store) over() bool {
+	return (s.maxKeys > 0 && s.keys.Load() > s.maxKeys) ||
+		(s.maxMemory > 0 && s.memory.Load() > s.maxMemory)
+}
+
+// evictSome evicts from sh, whose lock the caller holds, until the store is
+// under its bounds or sh has no candidate left. The key (db, keep) is never
+// chosen: it is the one being written.
+func (s *Store) evictSome(sh *shard, nowMs int64, db int, keep []byte) {
+	for s.over() {
+		if !s.evictOne(sh, nowMs, db, keep) {
+			select {
+			case s.evict <- struct{}{}:
+			default:
+			}
+			return
+		}
+	}
+}
+
+// victim is the best candidate an eviction round has seen.
+type victim struct {
+	db  int
+	key string
+	e   *entry
+}
+
+// better reports whether e is a better victim than v at nowMs.
+func (v *victim) better(e *entry, nowMs int64) bool {
+	switch {
+	case v.e == nil:
+		return true
+	case (e.expireMs != 0) != (v.e.expireMs != 0):
+		return e.expireMs != 0
+	case e.expireMs != 0:
+		return e.expireMs < v.e.expireMs
+	default:
+		return e.atime < v.e.atime
+	}
+}
+
+// evictOne removes one key of sh, chosen from a sample, and reports whether
+// it found one. The caller holds sh's lock.
+func (s *Store) evictOne(sh *shard, nowMs int64, keepDB int, keep []byte) bool {
+	var best victim
+	seen := 0
+	for db, m := range sh.dbs {
+		// Map iteration starts at a random place, which makes this a sample.
+		for k, e := range m {
+			if db == keepDB && k == string(keep) {
+				continue
+			}
+			if e.expireMs != 0 && nowMs > e.expireMs {
+				s.expiredKeys.Add(1)
+				s.remove(sh, db, []byte(k), e)
+				return true
+			}
+			if best.better(e, nowMs) {
+				best = victim{db, k, e}
+			}
+			if seen++; seen == evictSample {
+				break
+			}
+		}
+		if seen == evictSample {
+			break
+		}
+	}
+	if best.e == nil {
+		return false
+	}
+	s.evictedKeys.Add(1)
+	s.remove(sh, best.db, []byte(best.key), best.e)
+	return true
+}
+
+// evictAll frees space from every shard in turn, locking one at a time,
+// until the store is under its bounds.
+func (s *Store) evictAll(now int64) {
+	nowMs := floorDiv(now, 1e6)
+	for s.over() {
+		progress := false
+		for i := range s.shards {
+			sh := &s.shards[i]
+			sh.mu.Lock()
+			if s.over() && s.evictOne(sh, nowMs, -1, nil) {
+				progress = true
+			}
+			sh.mu.Unlock()
+		}
+		if !progress {
+			return
+		}
+	}
+}
+
+// EvictedKeys returns how many keys have been evicted to stay under the bounds.
+func (s *Store) EvictedKeys() int64 { return s.evictedKeys.Load() }
+
+// Usage returns the number of keys and their accounted memory in bytes.
+func (s *Store) Usage() (keys, memory int64) { return s.keys.Load(), s.memory.Load() }
+
+// Limits returns the configured MaxKeys and MaxMemory (0: none).
+func (s *Store) Limits() (maxKeys, maxMemory int64) { return s.maxKeys, s.maxMemory }
