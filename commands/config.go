@@ -1,6 +1,9 @@
 package commands
 
 import (
+	"errors"
+	"github.com/throttleddb/throttled/internal/memsize"
+	"github.com/throttleddb/throttled/store"
 	"slices"
 	"strconv"
 	"strings"
@@ -27,9 +30,31 @@ func newSettings(s *Server) *settings {
 		fixed("save", ""),
 		fixed("appendonly", "no"),
 		fixed("databases", strconv.Itoa(s.store.Databases())),
-		// Memory bounds arrive with eviction; until then there is none.
-		fixed("maxmemory", "0"),
-		fixed("maxmemory-policy", "noeviction"),
+		{name: "maxmemory", get: func() string {
+			_, mm := s.store.Limits()
+			return strconv.FormatInt(mm, 10)
+		}, set: func(v string) error {
+			n, err := memsize.Parse(v)
+			if err != nil {
+				return errors.New("argument must be a memory value")
+			}
+			mk, _ := s.store.Limits()
+			s.store.SetLimits(mk, n)
+			return nil
+		}},
+		{name: "maxkeys", get: func() string {
+			mk, _ := s.store.Limits()
+			return strconv.FormatInt(mk, 10)
+		}, set: func(v string) error {
+			n, ok := store.ParseInt([]byte(v))
+			if !ok || n < 0 {
+				return errors.New("argument couldn't be parsed into an integer")
+			}
+			_, mm := s.store.Limits()
+			s.store.SetLimits(n, mm)
+			return nil
+		}},
+		{name: "maxmemory-policy", get: func() string { return evictionPolicy(s.store.Limits()) }},
 		{name: "requirepass", get: s.requirePass, set: func(v string) error {
 			s.password.Store(&v)
 			return nil
@@ -121,15 +146,23 @@ func config(c *Ctx) {
 				return
 			}
 		}
+		// A value that fails to apply puts back the ones set before it, as
+		// Redis does, so CONFIG SET changes all or nothing.
+		var undo []func()
 		for i := 2; i < len(c.Args); i += 2 {
 			h := st.find(strings.ToLower(string(c.Args[i])))
 			if h.set == nil {
 				continue
 			}
+			old := h.get()
 			if err := h.set(string(c.Args[i+1])); err != nil {
-				c.W.Error("ERR CONFIG SET failed - " + err.Error())
+				for _, u := range slices.Backward(undo) {
+					u()
+				}
+				c.W.Error("ERR CONFIG SET failed (possibly related to argument '" + h.name + "') - " + err.Error())
 				return
 			}
+			undo = append(undo, func() { h.set(old) })
 		}
 		c.W.OK()
 	case is(sub, "RESETSTAT"):

@@ -2,6 +2,7 @@ package commands
 
 import (
 	"fmt"
+	"github.com/throttleddb/throttled/internal/memsize"
 	"os"
 	"runtime"
 	"slices"
@@ -68,13 +69,19 @@ func (s *Server) infoSection(b []byte, sec string) []byte {
 	case "memory":
 		var m runtime.MemStats
 		runtime.ReadMemStats(&m)
+		keys, dataset := s.store.Usage()
+		maxKeys, maxMem := s.store.Limits()
 		line("used_memory", m.HeapAlloc)
-		line("used_memory_human", humanBytes(m.HeapAlloc))
+		line("used_memory_human", memsize.Human(int64(m.HeapAlloc)))
 		line("used_memory_rss", rss())
 		line("used_memory_peak", m.HeapSys)
-		line("maxmemory", 0)
-		line("maxmemory_human", "0B")
-		line("maxmemory_policy", "noeviction")
+		line("used_memory_dataset", dataset)
+		line("used_memory_dataset_human", memsize.Human(dataset))
+		line("maxmemory", maxMem)
+		line("maxmemory_human", memsize.Human(maxMem))
+		line("maxmemory_policy", evictionPolicy(maxKeys, maxMem))
+		line("keys", keys)
+		line("maxkeys", maxKeys)
 	case "persistence":
 		line("loading", 0)
 		line("async_loading", 0)
@@ -91,7 +98,7 @@ func (s *Server) infoSection(b []byte, sec string) []byte {
 		line("total_connections_received", conns)
 		line("total_commands_processed", s.commandsProcessed.Load())
 		line("expired_keys", s.store.ExpiredKeys())
-		line("evicted_keys", 0)
+		line("evicted_keys", s.store.EvictedKeys())
 		line("rejected_connections", 0)
 		var errs int64
 		for _, st := range s.stats {
@@ -128,14 +135,12 @@ func (s *Server) infoSection(b []byte, sec string) []byte {
 	return b
 }
 
-func humanBytes(n uint64) string {
-	switch {
-	case n >= 1<<30:
-		return fmt.Sprintf("%.2fG", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.2fM", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.2fK", float64(n)/(1<<10))
+// evictionPolicy names the eviction order for INFO and CONFIG GET
+// maxmemory-policy: "noeviction" without a bound, else store's order (keys
+// with an expiry, soonest first, then least recently used).
+func evictionPolicy(maxKeys, maxMemory int64) string {
+	if maxKeys == 0 && maxMemory == 0 {
+		return "noeviction"
 	}
-	return fmt.Sprintf("%dB", n)
+	return "volatile-ttl-then-lru"
 }

@@ -33,6 +33,9 @@ type Config struct {
 	DebugClock bool
 	// MaxBulkLen bounds one request argument (default 512 MiB).
 	MaxBulkLen int64
+	// MaxKeys and MaxMemory bound the keyspace (0: no bound); see store's
+	// eviction order.
+	MaxKeys, MaxMemory int64
 	// ConfigFile is the file the settings came from, for INFO and CONFIG GET.
 	ConfigFile string
 	Logger     *slog.Logger
@@ -62,7 +65,7 @@ func Start(cfg Config) (*Node, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	st, err := store.New(store.Config{Databases: cfg.Databases})
+	st, err := store.New(store.Config{Databases: cfg.Databases, MaxKeys: cfg.MaxKeys, MaxMemory: cfg.MaxMemory})
 	if err != nil {
 		return nil, err
 	}

@@ -24,8 +24,8 @@ const evictSample = 16
 
 // over reports whether the store holds more than its bounds allow.
 func (s *Store) over() bool {
-	return (s.maxKeys > 0 && s.keys.Load() > s.maxKeys) ||
-		(s.maxMemory > 0 && s.memory.Load() > s.maxMemory)
+	mk, mm := s.maxKeys.Load(), s.maxMemory.Load()
+	return (mk > 0 && s.keys.Load() > mk) || (mm > 0 && s.memory.Load() > mm)
 }
 
 // evictSome evicts from sh, whose lock the caller holds, until the store is
@@ -125,5 +125,18 @@ func (s *Store) EvictedKeys() int64 { return s.evictedKeys.Load() }
 // Usage returns the number of keys and their accounted memory in bytes.
 func (s *Store) Usage() (keys, memory int64) { return s.keys.Load(), s.memory.Load() }
 
-// Limits returns the configured MaxKeys and MaxMemory (0: none).
-func (s *Store) Limits() (maxKeys, maxMemory int64) { return s.maxKeys, s.maxMemory }
+// Limits returns the bounds in force (0: none).
+func (s *Store) Limits() (maxKeys, maxMemory int64) { return s.maxKeys.Load(), s.maxMemory.Load() }
+
+// SetLimits changes the bounds (0: none; negative values are taken as 0). A
+// lower bound takes effect at once: the background evictor is woken.
+func (s *Store) SetLimits(maxKeys, maxMemory int64) {
+	s.maxKeys.Store(max(maxKeys, 0))
+	s.maxMemory.Store(max(maxMemory, 0))
+	if s.over() {
+		select {
+		case s.evict <- struct{}{}:
+		default:
+		}
+	}
+}

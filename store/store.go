@@ -62,7 +62,7 @@ type Store struct {
 	mask   uint64
 	dbs    int
 
-	maxKeys, maxMemory int64
+	maxKeys, maxMemory atomic.Int64
 
 	keys        atomic.Int64 // keys in every database, expired ones included until removed
 	memory      atomic.Int64 // accounted bytes of every key (see EntryOverhead)
@@ -154,10 +154,9 @@ func New(cfg Config) (*Store, error) {
 		mask:   uint64(cfg.Shards - 1),
 		dbs:    cfg.Databases,
 
-		maxKeys:   cfg.MaxKeys,
-		maxMemory: cfg.MaxMemory,
-		evict:     make(chan struct{}, 1),
+		evict: make(chan struct{}, 1),
 	}
+	s.SetLimits(cfg.MaxKeys, cfg.MaxMemory)
 	for i := range s.shards {
 		s.shards[i].dbs = make([]map[string]*entry, cfg.Databases)
 		s.shards[i].expires = make([]int, cfg.Databases)

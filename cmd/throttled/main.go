@@ -13,6 +13,7 @@ import (
 	"bufio"
 	"flag"
 	"fmt"
+	"github.com/throttleddb/throttled/internal/memsize"
 	"io"
 	"log/slog"
 	"os"
@@ -52,9 +53,22 @@ func newFlags(stderr io.Writer) (*flag.FlagSet, *settings) {
 	fs.IntVar(&cfg.Databases, "databases", 16, "number of databases (SELECT 0..n-1)")
 	fs.BoolVar(&cfg.DebugClock, "debug-clock", false, "freeze the clock at start; DEBUG CLOCK SET/ADVANCE move it (for tests)")
 	fs.Int64Var(&cfg.MaxBulkLen, "proto-max-bulk-len", 512<<20, "largest request argument in bytes")
+	fs.Int64Var(&cfg.MaxKeys, "maxkeys", 0, "most keys to hold; beyond it keys are evicted (0: no bound)")
+	fs.Var((*memFlag)(&cfg.MaxMemory), "maxmemory", "most memory keys may use, in Redis units (64mb, 1gb); beyond it keys are evicted (0: no bound)")
 	fs.StringVar(&s.logLevel, "loglevel", "info", "log level: debug, info, warn or error")
 	fs.IntVar(&s.threads, "threads", 0, "OS threads running Go code at once (GOMAXPROCS); 0 means one per CPU")
 	return fs, &s
+}
+
+// memFlag is a size flag in Redis' units ("64mb", "1gb").
+type memFlag int64
+
+func (m *memFlag) String() string { return strconv.FormatInt(int64(*m), 10) }
+
+func (m *memFlag) Set(v string) error {
+	n, err := memsize.Parse(v)
+	*m = memFlag(n)
+	return err
 }
 
 func run(args []string, stderr io.Writer) error {
@@ -75,6 +89,9 @@ func run(args []string, stderr io.Writer) error {
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(s.logLevel)); err != nil {
 		return fmt.Errorf("--loglevel: %w", err)
+	}
+	if s.MaxKeys < 0 {
+		return fmt.Errorf("--maxkeys: must be 0 or more, got %d", s.MaxKeys)
 	}
 	if s.threads < 0 {
 		return fmt.Errorf("--threads: must be 0 or more, got %d", s.threads)

@@ -21,7 +21,7 @@ func TestConfigFile(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	write("# comment\nport 7777\nrequirepass \"s3 cret\"\n\ndatabases 4\n")
+	write("# comment\nport 7777\nrequirepass \"s3 cret\"\n\ndatabases 4\nmaxmemory 64mb\n")
 	fs, cfg := newFlags(&bytes.Buffer{})
 	if err := fs.Parse([]string{"--config", path, "--port", "8888"}); err != nil {
 		t.Fatal(err)
@@ -29,10 +29,11 @@ func TestConfigFile(t *testing.T) {
 	if err := applyConfigFile(fs, path, map[string]bool{"port": true, "config": true}); err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Port != 8888 || cfg.RequirePass != "s3 cret" || cfg.Databases != 4 {
-		t.Fatalf("got port %d, pass %q, dbs %d; want the flag's 8888, the file's \"s3 cret\" and 4", cfg.Port, cfg.RequirePass, cfg.Databases)
+	if cfg.Port != 8888 || cfg.RequirePass != "s3 cret" || cfg.Databases != 4 || cfg.MaxMemory != 64<<20 {
+		t.Fatalf("got port %d, pass %q, dbs %d, maxmemory %d; want the flag's 8888, the file's \"s3 cret\", 4 and 64 MiB",
+			cfg.Port, cfg.RequirePass, cfg.Databases, cfg.MaxMemory)
 	}
-	for _, bad := range []string{"nosuch 1\n", "port abc\n", "config other.conf\n"} {
+	for _, bad := range []string{"nosuch 1\n", "port abc\n", "config other.conf\n", "maxmemory 1tb\n"} {
 		write(bad)
 		fs, _ := newFlags(&bytes.Buffer{})
 		if err := applyConfigFile(fs, path, nil); err == nil {
