@@ -3,6 +3,7 @@ package commands
 import (
 	"errors"
 	"github.com/throttleddb/throttled/internal/memsize"
+	"github.com/throttleddb/throttled/persistence"
 	"github.com/throttleddb/throttled/store"
 	"slices"
 	"strconv"
@@ -28,7 +29,8 @@ func newSettings(s *Server) *settings {
 	}
 	list := []setting{
 		fixed("save", ""),
-		fixed("appendonly", "no"),
+		fixed("appendonly", yesNo(s.cfg.Persistence != nil)),
+		fixed("appendfsync", appendFsync(s.cfg.Persistence)),
 		fixed("databases", strconv.Itoa(s.store.Databases())),
 		{name: "maxmemory", get: func() string {
 			_, mm := s.store.Limits()
@@ -181,4 +183,20 @@ func config(c *Ctx) {
 	default:
 		c.W.Error(unknownSubcommand(sub, "CONFIG"))
 	}
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+// appendFsync is the fsync policy CONFIG GET appendfsync shows: the data
+// folder's, or Redis' default when there is none.
+func appendFsync(p *persistence.DB) string {
+	if p == nil {
+		return "everysec"
+	}
+	return p.Stats().Fsync.String()
 }

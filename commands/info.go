@@ -87,8 +87,27 @@ func (s *Server) infoSection(b []byte, sec string) []byte {
 		line("async_loading", 0)
 		line("rdb_changes_since_last_save", 0)
 		line("rdb_bgsave_in_progress", 0)
-		line("aof_enabled", 0)
 		line("aof_rewrite_in_progress", 0)
+		p := s.cfg.Persistence
+		if p == nil {
+			line("aof_enabled", 0)
+			break
+		}
+		ps := p.Stats()
+		line("aof_enabled", 1)
+		status := "ok"
+		if ps.Err != nil {
+			status = "err"
+		}
+		line("aof_last_write_status", status)
+		line("aof_fsync", ps.Fsync.String())
+		line("aof_pending_changes", ps.Pending)
+		line("aof_changes_since_last_sync", ps.Unsynced)
+		line("aof_last_sync_time", ps.LastSync)
+		line("aof_group_commits", ps.GroupCommits)
+		line("aof_syncs", ps.Syncs)
+		line("aof_disk_bytes", ps.DiskBytes)
+		line("aof_tombstone_compactions", ps.Compactions)
 	case "stats":
 		net := s.net.Load()
 		conns := int64(0)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/throttleddb/throttled/clock"
+	"github.com/throttleddb/throttled/persistence"
 	"github.com/throttleddb/throttled/resp"
 	"github.com/throttleddb/throttled/store"
 )
@@ -38,6 +39,9 @@ type Config struct {
 	Logger *slog.Logger
 	// Shutdown is called by SHUTDOWN; nil refuses the command.
 	Shutdown func()
+	// Persistence is the data folder the store's changes are written to;
+	// nil when the server runs in memory only.
+	Persistence *persistence.DB
 }
 
 // ErrConfig is returned by New when the configuration is unusable.
@@ -55,6 +59,9 @@ type Server struct {
 	net   atomic.Pointer[resp.Server]
 	log   *slog.Logger
 	conf  *settings
+
+	// syncReplies: replies wait for durability (appendfsync always).
+	syncReplies bool
 
 	commandsProcessed atomic.Int64
 	password          atomic.Pointer[string] // requirepass; "" for none
@@ -84,6 +91,7 @@ func New(cfg Config) (*Server, error) {
 	for _, sp := range specs {
 		s.stats[sp] = &cmdStats{}
 	}
+	s.syncReplies = cfg.Persistence != nil && cfg.Persistence.Stats().Fsync == persistence.Always
 	s.password.Store(&cfg.RequirePass)
 	s.conf = newSettings(s)
 	return s, nil
@@ -158,6 +166,12 @@ func (s *Server) ServeRESP(c *resp.Conn, args [][]byte) {
 		s.reject(c, st, spec, errNoAuth)
 		return
 	}
+	if spec.Flags&Write != 0 && s.cfg.Persistence != nil {
+		if err := s.cfg.Persistence.Err(); err != nil {
+			s.reject(c, st, spec, "MISCONF Errors writing to the data folder, so writes are refused: "+err.Error())
+			return
+		}
+	}
 	if st.multi != nil && spec.Flags&NoQueue == 0 {
 		st.multi.queue = append(st.multi.queue, copyArgs(args))
 		st.multi.specs = append(st.multi.specs, spec)
@@ -219,6 +233,21 @@ func (s *Server) endMulti(c *resp.Conn, st *connState) {
 	st.multi = nil
 	c.SetMulti(-1)
 	s.store.Unwatch(&st.watch)
+}
+
+// BeforeReply holds a connection's replies until every change made so far
+// is durable, when the fsync policy promises that (appendfsync always): so
+// no client sees the effect of a change that a crash could still undo. One
+// wait covers a whole pipelined batch, and the connections waiting together
+// share one fsync (group commit).
+// Under the other policies replies never wait, and a write error shows as
+// MISCONF on the writes that follow.
+func (s *Server) BeforeReply(c *resp.Conn) error {
+	if s.syncReplies {
+		p := s.cfg.Persistence
+		return p.WaitDurable(p.LastSeq())
+	}
+	return nil
 }
 
 // Closed releases a connection's state.

@@ -35,6 +35,9 @@ type Spec struct {
 	// FirstKey, LastKey and Step give the key positions as Redis' COMMAND
 	// does: LastKey -1 is the last argument; FirstKey 0 means no keys.
 	FirstKey, LastKey, Step int
+	// KeysFn finds the keys of a command whose key positions depend on its
+	// other arguments (Redis' "movablekeys"); it replaces FirstKey..Step.
+	KeysFn func(args [][]byte, fn func(key []byte))
 	// Group and Summary are shown by COMMAND DOCS.
 	Group, Summary string
 	// Subcommands lists a container command's subcommands (lower case), so
@@ -59,6 +62,10 @@ func (s *Spec) fullName(args [][]byte) string {
 
 // keys calls fn for each key argument of args.
 func (s *Spec) keys(args [][]byte, fn func(key []byte)) {
+	if s.KeysFn != nil {
+		s.KeysFn(args, fn)
+		return
+	}
 	if s.FirstKey == 0 || len(args) <= s.FirstKey {
 		return
 	}
@@ -136,6 +143,12 @@ var specs = []*Spec{
 
 	// rate limiting
 	{Name: "cl.throttle", Arity: -1, Flags: Write | Fast, FirstKey: 1, LastKey: 1, Step: 1, Group: "throttle", Summary: "Applies the generic cell rate algorithm (redis-cell compatible).", Run: clThrottle},
+	{Name: "fwc.throttle", Arity: -4, Flags: Write | Fast, FirstKey: 1, LastKey: 1, Step: 1, Group: "throttle", Summary: "Applies a fixed window counter.", Run: engineThrottle(famFWC)},
+	{Name: "swl.throttle", Arity: -4, Flags: Write, FirstKey: 1, LastKey: 1, Step: 1, Group: "throttle", Summary: "Applies a sliding window log.", Run: engineThrottle(famSWL)},
+	{Name: "swc.throttle", Arity: -4, Flags: Write | Fast, FirstKey: 1, LastKey: 1, Step: 1, Group: "throttle", Summary: "Applies a sliding window counter.", Run: engineThrottle(famSWC)},
+	{Name: "tb.throttle", Arity: -5, Flags: Write | Fast, FirstKey: 1, LastKey: 1, Step: 1, Group: "throttle", Summary: "Applies a token bucket.", Run: engineThrottle(famTB)},
+	{Name: "lb.throttle", Arity: -5, Flags: Write | Fast, FirstKey: 1, LastKey: 1, Step: 1, Group: "throttle", Summary: "Applies a leaky bucket (as a queue).", Run: engineThrottle(famLB)},
+	{Name: "throttle.all", Arity: -5, Flags: Write, KeysFn: throttleAllKeys, Group: "throttle", Summary: "Checks several rate limits and consumes from all of them only if all allow.", Run: throttleAll},
 
 	// cluster and sentinel: answered as Redis does with cluster support off.
 	// Redis 7.0 (not a sentinel) calls SENTINEL an unknown command; we answer

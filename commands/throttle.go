@@ -71,14 +71,7 @@ func clThrottle(c *Ctx) {
 		return
 	}
 	if write {
-		// redis-cell sets PEXPIRE floor_ms(new_tat - now); an expiry of 0 ms
-		// removes the key at once, so a key left with less than a millisecond
-		// to run (a peek on a missing key) is simply not stored.
-		if ttl := gcra.TTL(newTAT, now); ttl > 0 {
-			c.Tx.Put(db, key, store.IntValue(newTAT), c.Tx.NowMs()+ttl)
-		} else if exists {
-			c.Tx.Delete(db, key)
-		}
+		putTAT(c, db, key, newTAT, exists)
 	}
 	c.W.Array(5)
 	if res.Limited {
@@ -90,6 +83,18 @@ func clThrottle(c *Ctx) {
 	c.W.Int(res.Remaining)
 	c.W.Int(gcra.Seconds(res.RetryAfter))
 	c.W.Int(gcra.Seconds(res.ResetAfter))
+}
+
+// putTAT stores a GCRA decision's TAT as redis-cell does: PEXPIRE
+// floor_ms(new_tat - now). An expiry of 0 ms removes the key at once, so a key
+// left with less than a millisecond to run (a peek on a missing key) is simply
+// not stored.
+func putTAT(c *Ctx, db int, key []byte, newTAT int64, exists bool) {
+	if ttl := gcra.TTL(newTAT, c.Tx.Now()); ttl > 0 {
+		c.Tx.Put(db, key, store.IntValue(newTAT), c.Tx.NowMs()+ttl)
+	} else if exists {
+		c.Tx.Delete(db, key)
+	}
 }
 
 // storedTAT reads a key's value as a TAT: an integer string, read as

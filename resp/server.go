@@ -23,9 +23,11 @@ type Handler interface {
 // A Syncer is a Handler whose replies may only leave once the changes behind
 // them are durable (appendfsync always). BeforeReply is called on the
 // connection's goroutine before each write of buffered replies, so one wait
-// covers a whole pipelined batch.
+// covers a whole pipelined batch. When it fails the replies are dropped and
+// the connection is closed: a client must never see an acknowledgement of a
+// change that was not saved.
 type Syncer interface {
-	BeforeReply(c *Conn)
+	BeforeReply(c *Conn) error
 }
 
 // Config configures a Server. Zero fields mean the defaults.
@@ -279,7 +281,11 @@ func (c *Conn) flush() error {
 		return nil
 	}
 	if sy, ok := c.srv.h.(Syncer); ok {
-		sy.BeforeReply(c)
+		if err := sy.BeforeReply(c); err != nil {
+			c.W.b = c.W.b[:0]
+			c.nc.Close()
+			return err
+		}
 	}
 	_, err := c.nc.Write(c.W.b)
 	if cap(c.W.b) > 4*maxPending {

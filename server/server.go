@@ -6,6 +6,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"runtime"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/throttleddb/throttled/clock"
 	"github.com/throttleddb/throttled/commands"
+	"github.com/throttleddb/throttled/persistence"
 	"github.com/throttleddb/throttled/resp"
 	"github.com/throttleddb/throttled/store"
 )
@@ -36,6 +38,11 @@ type Config struct {
 	// MaxKeys and MaxMemory bound the keyspace (0: no bound); see store's
 	// eviction order.
 	MaxKeys, MaxMemory int64
+	// Dir is the data folder (Pebble); empty runs purely in memory.
+	Dir string
+	// AppendFsync is the fsync policy for Dir: always, everysec (default)
+	// or no, as Redis' appendfsync.
+	AppendFsync string
 	// ConfigFile is the file the settings came from, for INFO and CONFIG GET.
 	ConfigFile string
 	Logger     *slog.Logger
@@ -49,12 +56,14 @@ type Node struct {
 	Store    *store.Store
 	Commands *commands.Server
 	Clock    clock.Clock
-	net      *resp.Server
-	ln       net.Listener
-	cancel   context.CancelFunc
-	done     chan struct{} // closed when Serve returns
-	once     sync.Once
-	closeErr error
+	// Persistence is the open data folder, nil in memory.
+	Persistence *persistence.DB
+	net         *resp.Server
+	ln          net.Listener
+	cancel      context.CancelFunc
+	done        chan struct{} // closed when Serve returns
+	once        sync.Once
+	closeErr    error
 }
 
 // Start opens the listener and serves in the background.
@@ -75,12 +84,19 @@ func Start(cfg Config) (*Node, error) {
 		manual = clock.NewManual(time.Now().UnixNano())
 		clk = manual
 	}
+	var pdb *persistence.DB
+	if cfg.Dir != "" {
+		if pdb, err = load(cfg, st, clk.Now()); err != nil {
+			return nil, err
+		}
+	}
 	ln, err := net.Listen("tcp", net.JoinHostPort(cfg.Bind, strconv.Itoa(cfg.Port)))
 	if err != nil {
+		closePersistence(pdb)
 		return nil, err
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
-	n := &Node{Store: st, Clock: clk, ln: ln, done: make(chan struct{})}
+	n := &Node{Store: st, Clock: clk, Persistence: pdb, ln: ln, done: make(chan struct{})}
 	cmds, err := commands.New(commands.Config{
 		Store:       st,
 		Clock:       clk,
@@ -89,7 +105,9 @@ func Start(cfg Config) (*Node, error) {
 		Port:        port,
 		Logger:      cfg.Logger,
 		Shutdown:    func() { n.Close() },
+		Persistence: pdb,
 		Settings: map[string]string{
+			"dir":                cfg.Dir,
 			"bind":               cfg.Bind,
 			"port":               strconv.Itoa(port),
 			"proto-max-bulk-len": strconv.FormatInt(cmp0(cfg.MaxBulkLen, 512<<20), 10),
@@ -100,6 +118,7 @@ func Start(cfg Config) (*Node, error) {
 	})
 	if err != nil {
 		ln.Close()
+		closePersistence(pdb)
 		return nil, err
 	}
 	n.Commands = cmds
@@ -128,18 +147,72 @@ func (n *Node) Addr() string { return n.ln.Addr().String() }
 // Done is closed once the node has stopped serving (Close, or SHUTDOWN).
 func (n *Node) Done() <-chan struct{} { return n.done }
 
-// Close stops accepting, closes the connections and stops the sweeper. It is
-// safe to call more than once.
+// Close stops accepting, closes the connections once their commands have
+// run, stops the sweeper and then saves and closes the data folder, so every
+// change a client saw acknowledged is on disk. It is safe to call more than
+// once.
 func (n *Node) Close() error {
 	n.once.Do(func() {
-		n.cancel()
-		n.closeErr = n.net.Close()
-		if errors.Is(n.closeErr, net.ErrClosed) {
-			n.closeErr = nil
+		err := n.net.Close()
+		if errors.Is(err, net.ErrClosed) {
+			err = nil
 		}
+		n.cancel()
+		if n.Persistence != nil {
+			err = errors.Join(err, n.Persistence.Close())
+		}
+		n.closeErr = err
 	})
 	<-n.done
 	return n.closeErr
+}
+
+// load opens the data folder and loads its keys into st (dropping the ones
+// expired at now) before the node takes clients, then has st journal every
+// change to it.
+func load(cfg Config, st *store.Store, now int64) (*persistence.DB, error) {
+	policy, err := persistence.ParseFsync(cmpStr(cfg.AppendFsync, "everysec"))
+	if err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	pdb, err := persistence.Open(persistence.Options{Dir: cfg.Dir, Fsync: policy, Logger: cfg.Logger})
+	if err != nil {
+		return nil, err
+	}
+	keys, badDB := 0, -1
+	err = pdb.Load(now/1e6, func(db int, key []byte, v store.Value, expireMs int64) {
+		if db >= st.Databases() {
+			badDB = db
+			return
+		}
+		st.Restore(db, key, v, expireMs)
+		keys++
+	})
+	if err == nil && badDB >= 0 {
+		err = fmt.Errorf("data folder %q holds keys of database %d but the server has %d databases (--databases)", cfg.Dir, badDB, st.Databases())
+	}
+	if err != nil {
+		closePersistence(pdb)
+		return nil, err
+	}
+	st.SetJournal(pdb)
+	cfg.Logger.Info("loaded data folder", "dir", cfg.Dir, "keys", keys, "appendfsync", policy.String(), "took", time.Since(start).Round(time.Millisecond))
+	return pdb, nil
+}
+
+// closePersistence closes a data folder opened by a start that then failed.
+func closePersistence(pdb *persistence.DB) {
+	if pdb != nil {
+		pdb.Close()
+	}
+}
+
+func cmpStr(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
 }
 
 func cmp0(v, def int64) int64 {

@@ -10,13 +10,34 @@ const (
 	// KindInt is a string that is the canonical decimal form of an int64,
 	// held as that integer (Value.Int).
 	KindInt
+
+	// The rate-limit engines' states (package engines), each held as its
+	// encoded bytes (Value.Bytes). The GCRA state of CL.THROTTLE is a
+	// KindInt, as redis-cell keeps it.
+	KindFWC // fixed window counter
+	KindSWL // sliding window log
+	KindSWC // sliding window counter
+	KindTB  // token bucket
+	KindLB  // leaky bucket
 )
 
-// TypeName is what TYPE answers for a key of this kind.
+// TypeName is what TYPE answers for a key of this kind, and what SCAN's TYPE
+// option matches: "string" for strings, the engine's command prefix ("fwc",
+// "swl", "swc", "tb", "lb") for rate-limit states.
 func (k Kind) TypeName() string {
 	switch k {
 	case KindString, KindInt:
 		return "string"
+	case KindFWC:
+		return "fwc"
+	case KindSWL:
+		return "swl"
+	case KindSWC:
+		return "swc"
+	case KindTB:
+		return "tb"
+	case KindLB:
+		return "lb"
 	}
 	return "none"
 }

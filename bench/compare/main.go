@@ -93,7 +93,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	// redis-server runs its commands on one thread; --threads 1 gives
 	// throttled the same single core, which also leaves the other cores to
 	// redis-benchmark on a small machine. Pass -throttled-args "" to use all.
-	fs.StringVar(&c.throttledFlags, "throttled-args", "--threads 1", "extra arguments for throttled, after --bind and --port (shell-like quoting)")
+	fs.StringVar(&c.throttledFlags, "throttled-args", "--threads 1 --persistence off", "extra arguments for throttled, after --bind and --port (shell-like quoting)")
 	fs.StringVar(&c.throttledAddr, "throttled-addr", "", "benchmark an already running server at host:port in the throttled slot instead of starting one")
 	fs.StringVar(&c.redisBin, "redis-server", "redis-server", "redis-server binary")
 	fs.StringVar(&c.redisFlags, "redis-args", "", "extra arguments for redis-server (shell-like quoting)")

@@ -14,6 +14,7 @@ import (
 	"flag"
 	"fmt"
 	"github.com/throttleddb/throttled/internal/memsize"
+	"github.com/throttleddb/throttled/persistence"
 	"io"
 	"log/slog"
 	"os"
@@ -36,8 +37,9 @@ func main() {
 // settings are what the flags fill in.
 type settings struct {
 	server.Config
-	logLevel string
-	threads  int
+	logLevel    string
+	threads     int
+	persistence string
 }
 
 // newFlags defines the command line; the config file uses the same names.
@@ -55,6 +57,9 @@ func newFlags(stderr io.Writer) (*flag.FlagSet, *settings) {
 	fs.Int64Var(&cfg.MaxBulkLen, "proto-max-bulk-len", 512<<20, "largest request argument in bytes")
 	fs.Int64Var(&cfg.MaxKeys, "maxkeys", 0, "most keys to hold; beyond it keys are evicted (0: no bound)")
 	fs.Var((*memFlag)(&cfg.MaxMemory), "maxmemory", "most memory keys may use, in Redis units (64mb, 1gb); beyond it keys are evicted (0: no bound)")
+	fs.StringVar(&cfg.Dir, "dir", "data", "data folder (created if missing); \"\" runs in memory only")
+	fs.StringVar(&s.persistence, "persistence", "on", "on: keep state in --dir; off: in memory only")
+	fs.StringVar(&cfg.AppendFsync, "appendfsync", "everysec", "when changes are synced to disk: always (before each reply), everysec or no")
 	fs.StringVar(&s.logLevel, "loglevel", "info", "log level: debug, info, warn or error")
 	fs.IntVar(&s.threads, "threads", 0, "OS threads running Go code at once (GOMAXPROCS); 0 means one per CPU")
 	return fs, &s
@@ -89,6 +94,16 @@ func run(args []string, stderr io.Writer) error {
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(s.logLevel)); err != nil {
 		return fmt.Errorf("--loglevel: %w", err)
+	}
+	switch s.persistence {
+	case "on":
+	case "off":
+		s.Dir = ""
+	default:
+		return fmt.Errorf("--persistence: want on or off, got %q", s.persistence)
+	}
+	if _, err := persistence.ParseFsync(s.AppendFsync); err != nil {
+		return fmt.Errorf("--appendfsync: want always, everysec or no, got %q", s.AppendFsync)
 	}
 	if s.MaxKeys < 0 {
 		return fmt.Errorf("--maxkeys: must be 0 or more, got %d", s.MaxKeys)

@@ -57,7 +57,7 @@ func TestRun_ServesAndStopsOnSignal(t *testing.T) {
 	ln.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "--port", strconv.Itoa(port))
+	cmd := exec.CommandContext(ctx, bin, "--port", strconv.Itoa(port), "--dir", t.TempDir())
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
