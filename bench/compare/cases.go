@@ -66,6 +66,20 @@ var cases = []benchCase{
 		Redis:     []string{"EVALSHA", shaArg, "1", "k:__rand_int__", "15", "30", "60", "1"},
 		SameReply: true,
 	},
+	// The native algorithm commands have no redis-server counterpart; they
+	// are compared with redis INCR, the cheapest write Redis does.
+	{Name: "FWC.THROTTLE", Throttled: []string{"FWC.THROTTLE", "f:__rand_int__", "100", "60"}},
+	{Name: "SWL.THROTTLE", Throttled: []string{"SWL.THROTTLE", "l:__rand_int__", "100", "60"}},
+	// One hot key with a 10,000-per-minute log: once the log is full every
+	// request is checked against 10,000 entries.
+	{Name: "SWL.THROTTLE-10k-hot", Throttled: []string{"SWL.THROTTLE", "hot", "10000", "60"}},
+	{Name: "SWC.THROTTLE", Throttled: []string{"SWC.THROTTLE", "c:__rand_int__", "100", "60", "1", "SUBWINDOWS", "5"}},
+	{Name: "TB.THROTTLE", Throttled: []string{"TB.THROTTLE", "t:__rand_int__", "5", "5", "3"}},
+	{Name: "LB.THROTTLE", Throttled: []string{"LB.THROTTLE", "q:__rand_int__", "5", "100", "60"}},
+	{Name: "THROTTLE.ALL", Throttled: []string{"THROTTLE.ALL",
+		"LIMIT", "CL", "a:__rand_int__", "9", "10", "1",
+		"LIMIT", "SWC", "b:__rand_int__", "50", "10",
+		"LIMIT", "FWC", "tenant", "1000000000", "60"}},
 }
 
 // ref names one measurement: a case on one server.
@@ -83,4 +97,11 @@ type headline struct {
 var headlines = []headline{
 	{"CL.THROTTLE / redis INCR", ref{"CL.THROTTLE", throttledSide}, ref{"INCR", redisSide}},
 	{"CL.THROTTLE / redis EVALSHA GCRA", ref{"CL.THROTTLE", throttledSide}, ref{"CL.THROTTLE", redisSide}},
+	{"FWC.THROTTLE / redis INCR", ref{"FWC.THROTTLE", throttledSide}, ref{"INCR", redisSide}},
+	{"SWL.THROTTLE / redis INCR", ref{"SWL.THROTTLE", throttledSide}, ref{"INCR", redisSide}},
+	{"SWL.THROTTLE 10k hot key / redis INCR", ref{"SWL.THROTTLE-10k-hot", throttledSide}, ref{"INCR", redisSide}},
+	{"SWC.THROTTLE / redis INCR", ref{"SWC.THROTTLE", throttledSide}, ref{"INCR", redisSide}},
+	{"TB.THROTTLE / redis INCR", ref{"TB.THROTTLE", throttledSide}, ref{"INCR", redisSide}},
+	{"LB.THROTTLE / redis INCR", ref{"LB.THROTTLE", throttledSide}, ref{"INCR", redisSide}},
+	{"THROTTLE.ALL (3 limits) / redis INCR", ref{"THROTTLE.ALL", throttledSide}, ref{"INCR", redisSide}},
 }

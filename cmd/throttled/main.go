@@ -20,6 +20,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"syscall"
@@ -64,6 +65,15 @@ func newFlags(stderr io.Writer) (*flag.FlagSet, *settings) {
 	fs.IntVar(&s.threads, "threads", 0, "OS threads running Go code at once (GOMAXPROCS); 0 means one per CPU")
 	return fs, &s
 }
+
+// goMemoryLimit is the Go runtime's soft memory limit for --maxmemory m.
+// Eviction keeps the keys' accounted memory under m; without a limit the
+// garbage collector lets the heap grow to twice the live data before it
+// collects, so RSS would reach about 2m. The limit makes it collect sooner:
+// the keys plus a quarter for garbage and 32 MiB for everything else
+// (connections, the runtime, persistence's buffers). A GOMEMLIMIT in the
+// environment wins.
+func goMemoryLimit(m int64) int64 { return m + m/4 + 32<<20 }
 
 // memFlag is a size flag in Redis' units ("64mb", "1gb").
 type memFlag int64
@@ -113,6 +123,9 @@ func run(args []string, stderr io.Writer) error {
 	}
 	if s.threads > 0 {
 		runtime.GOMAXPROCS(s.threads)
+	}
+	if s.MaxMemory > 0 && os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(goMemoryLimit(s.MaxMemory))
 	}
 	cfg := s.Config
 	cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))

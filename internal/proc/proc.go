@@ -127,6 +127,18 @@ func (p *Process) Stop() error {
 	return err
 }
 
+// Kill kills the process at once (SIGKILL), as a crash would, and waits for
+// it. A later Stop does nothing.
+func (p *Process) Kill() {
+	p.stopOnce.Do(func() {
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	})
+}
+
+// Pid returns the process id (of Wrap's command when there is one).
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
 func (p *Process) exitErr(signalled bool) error {
 	if p.err == nil {
 		return nil
