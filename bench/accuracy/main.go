@@ -190,7 +190,7 @@ func measure(ctx context.Context, addr string, cfg config, logf func(string, ...
 	})
 	defer rdb.Close()
 	if err := rdb.Do(ctx, "DEBUG", "CLOCK", "SET", start).Err(); err != nil {
-		return nil, fmt.Errorf("%s: DEBUG CLOCK SET: %w (is the server running with --debug-clock?)", addr, err)
+		return nil, fmt.Errorf("%s: DEBUG CLOCK SET: %w", addr, err)
 	}
 	duration := int64(cfg.minutes) * int64(time.Minute)
 	first := arrivals(cfg.seed, clientRates(cfg.clients), duration)
