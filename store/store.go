@@ -211,6 +211,44 @@ func (s *Store) Lock(l *LockSet) {
 	}
 }
 
+// Extend makes sure the shard of key is locked in l, which the caller holds
+// (Lock), for a script that touches a key it did not declare. It waits only
+// for a shard above every shard l holds, so it cannot deadlock with commands,
+// which lock in ascending order; a lower shard it only tries, and it reports
+// false when another command holds that one. Unlock releases what it took.
+func (s *Store) Extend(l *LockSet, key []byte) bool {
+	return l.all || s.extend(l, s.ShardOf(key))
+}
+
+// ExtendAll makes l hold every shard, as Extend does for each; on false it
+// holds some of them more (Unlock releases them all).
+func (s *Store) ExtendAll(l *LockSet) bool {
+	if l.all {
+		return true
+	}
+	for i := range s.shards {
+		if !s.extend(l, i) {
+			return false
+		}
+	}
+	return true
+}
+
+// extend adds shard i to the held set l, keeping l.idx sorted.
+func (s *Store) extend(l *LockSet, i int) bool {
+	pos, held := slices.BinarySearch(l.idx, i)
+	switch {
+	case held:
+		return true
+	case pos == len(l.idx):
+		s.shards[i].mu.Lock()
+	case !s.shards[i].mu.TryLock():
+		return false
+	}
+	l.idx = slices.Insert(l.idx, pos, i)
+	return true
+}
+
 // Unlock releases what Lock took.
 func (s *Store) Unlock(l *LockSet) {
 	if l.all {

@@ -393,3 +393,45 @@ func TestEvict_MaxMemory(t *testing.T) {
 		}
 	}
 }
+
+// TestExtend: a held set grows by blocking upward and trying downward, and
+// Unlock releases everything it took.
+func TestExtend(t *testing.T) {
+	s, err := New(Config{Shards: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyOf := func(shard int) []byte {
+		for i := 0; ; i++ {
+			if k := []byte(fmt.Sprint(i)); s.ShardOf(k) == shard {
+				return k
+			}
+		}
+	}
+	l := &LockSet{}
+	l.Add(s, keyOf(2))
+	s.Lock(l)
+	if !s.Extend(l, keyOf(3)) || !s.Extend(l, keyOf(0)) || !s.Extend(l, keyOf(2)) {
+		t.Fatal("Extend failed on free shards")
+	}
+	other := &LockSet{}
+	other.Add(s, keyOf(1))
+	s.Lock(other)
+	if s.Extend(l, keyOf(1)) {
+		t.Fatal("Extend took a lower shard another command holds")
+	}
+	if s.ExtendAll(l) {
+		t.Fatal("ExtendAll succeeded while shard 1 is held")
+	}
+	s.Unlock(other)
+	if !s.ExtendAll(l) {
+		t.Fatal("ExtendAll failed on free shards")
+	}
+	s.Unlock(l)
+	for i := range s.shards {
+		if !s.shards[i].mu.TryLock() {
+			t.Fatalf("shard %d still locked after Unlock", i)
+		}
+		s.shards[i].mu.Unlock()
+	}
+}
