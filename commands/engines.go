@@ -161,6 +161,8 @@ func engineError(err error) string {
 		return "ERR arithmetic overflow: the rate or window is too large"
 	case errors.Is(err, engines.ErrCorruptState):
 		return "ERR the key's rate-limit state is corrupt"
+	case errors.Is(err, engines.ErrSubwindows):
+		return "ERR window is too short for that many SUBWINDOWS"
 	}
 	return "ERR " + err.Error()
 }

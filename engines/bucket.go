@@ -1,0 +1,171 @@
+package engines
+
+import (
+	"math"
+	"math/bits"
+)
+
+// bucket is the debt bucket behind TB and LB (reference crdt-design.md 1.1):
+// the state is a debt D >= 0 in units that drains at rate units per ns; a
+// request of q costs q*unit units and is allowed iff D + q*unit <= size. With
+// unit = the period (refill_period or leak_period) and rate = the count per
+// period, one token or one request is exactly unit units and the drain is
+// exactly count per period, so non-integer intervals (period/count) need no
+// rounding anywhere.
+//
+//	TB  capacity C, refill k per P:  unit P, rate k, size C*P      (limit C)
+//	LB  capacity c, leak k per P:    unit P, rate k, size (c+1)*P  (limit c+1)
+//
+// A token bucket holding C - D/P tokens; a leaky bucket as a queue whose next
+// free leak slot is D/k ns away. GCRA is the same bucket with unit 1, rate 1.
+//
+// State (26 bytes): version, kind, cut int64 (the now of the last Commit),
+// debt int64 (D at the cut), unit int64 (the period the debt is counted in).
+// The unit is stored so that a key reused with another period converts its
+// debt (rounding up: never mints tokens) instead of misreading it.
+type bucket struct {
+	kind  Kind
+	limit int64 // the most units that pass at once from full
+	unit  int64 // units per token or request: the period in ns
+	rate  int64 // units drained per ns: the count per period
+	size  int64 // limit*unit
+}
+
+const bucketLen = headerLen + 24
+
+// NewTB returns a token bucket of capacity tokens that starts full and refills
+// continuously with refillCount tokens every refillPeriod ns.
+func NewTB(capacity, refillCount, refillPeriod int64) (Limiter, error) {
+	return newBucket(TB, capacity, refillCount, refillPeriod)
+}
+
+// NewLB returns a leaky bucket as a queue: one request every
+// leakPeriod/leakCount ns leaves the queue, and up to capacity requests may
+// wait their turn. A request arriving at an empty queue leaves at once (delay
+// 0), so capacity+1 requests pass at once from empty: the Limit it reports.
+func NewLB(capacity, leakCount, leakPeriod int64) (Limiter, error) {
+	if capacity <= 0 || leakCount <= 0 || leakPeriod <= 0 {
+		return nil, ErrNotPositive
+	}
+	if capacity == math.MaxInt64 {
+		return nil, ErrOverflow
+	}
+	return newBucket(LB, capacity+1, leakCount, leakPeriod)
+}
+
+// newBucket checks the arguments in the order of the other constructors: any
+// value <= 0 is ErrNotPositive, then limit*period not fitting is ErrOverflow.
+func newBucket(k Kind, limit, count, period int64) (Limiter, error) {
+	if limit <= 0 || count <= 0 || period <= 0 {
+		return nil, ErrNotPositive
+	}
+	size, err := mul(limit, period)
+	if err != nil {
+		return nil, err
+	}
+	return bucket{kind: k, limit: limit, unit: period, rate: count, size: size}, nil
+}
+
+func (b bucket) Kind() Kind { return b.kind }
+
+// debt returns the time the decision uses (now, or the cut when now is
+// earlier: the debt never grows back) and the debt then, in b.unit.
+func (b bucket) debt(state []byte, now int64) (t, d int64, err error) {
+	if len(state) == 0 {
+		return now, 0, nil
+	}
+	if err := checkKind(state, b.kind); err != nil {
+		return 0, 0, err
+	}
+	if len(state) != bucketLen {
+		return 0, 0, ErrCorruptState
+	}
+	cut, d, unit := getInt(state, 2), getInt(state, 10), getInt(state, 18)
+	if d < 0 || unit <= 0 {
+		return 0, 0, ErrCorruptState
+	}
+	if unit != b.unit {
+		// The same number of tokens in the new unit: ceil(d*b.unit/unit).
+		hi, lo := bits.Mul64(uint64(d), uint64(b.unit))
+		if hi >= uint64(unit) { // the quotient would not fit in 64 bits
+			return 0, 0, ErrOverflow
+		}
+		q, r := bits.Div64(hi, lo, uint64(unit))
+		if q > math.MaxInt64 || (r != 0 && q == math.MaxInt64) {
+			return 0, 0, ErrOverflow
+		}
+		d = int64(q)
+		if r != 0 {
+			d++
+		}
+	}
+	if now <= cut {
+		return cut, d, nil
+	}
+	// now-cut may not fit in int64 (a cut far in the past), but it does in
+	// uint64; the drain only matters while it is below d.
+	hi, lo := bits.Mul64(uint64(now)-uint64(cut), uint64(b.rate))
+	if hi != 0 || lo >= uint64(d) {
+		return now, 0, nil
+	}
+	return now, d - int64(lo), nil
+}
+
+// Check implements Limiter. Remaining is the whole tokens left (TB) or the
+// requests that could still join the queue now (LB); ResetAfter is the time
+// until the debt is 0 (the bucket full, the queue empty and its last request's
+// interval over). For LB, Delay is the time until the admitted request's leak
+// slot (the queue ahead of it drained); a peek holds nothing.
+func (b bucket) Check(state []byte, now, qty int64) (Result, error) {
+	if qty < 0 {
+		return Result{}, ErrNegative
+	}
+	_, d, err := b.debt(state, now)
+	if err != nil {
+		return Result{}, err
+	}
+	res := Result{Limit: b.limit, RetryAfter: -1}
+	switch {
+	case qty > b.limit:
+		res.Limited = true // can never fit
+	case qty*b.unit > b.size-d: // qty <= limit, so qty*unit <= size fits
+		res.Limited = true
+		// d+cost-size > 0 units must drain; it fits in int64 because
+		// cost <= size.
+		res.RetryAfter = ceilDiv(qty*b.unit-(b.size-d), b.rate)
+	default:
+		if b.kind == LB && qty > 0 {
+			res.Delay = ceilDiv(d, b.rate)
+		}
+		d += qty * b.unit
+	}
+	res.Remaining = max(0, (b.size-d)/b.unit) // size-d < 0 after a lowered capacity
+	res.ResetAfter = ceilDiv(d, b.rate)
+	return res, nil
+}
+
+// Commit implements Limiter: the cut moves to now and the debt grows by the
+// cost. The state is full again once the debt has drained.
+func (b bucket) Commit(state []byte, now, qty int64) ([]byte, int64, error) {
+	if err := commitQty(qty); err != nil {
+		return nil, 0, err
+	}
+	t, d, err := b.debt(state, now)
+	if err != nil {
+		return nil, 0, err
+	}
+	if qty > b.limit || qty*b.unit > b.size-d {
+		return nil, 0, ErrLimited
+	}
+	d += qty * b.unit
+	fullAt, err := add(t, ceilDiv(d, b.rate))
+	if err != nil {
+		return nil, 0, err
+	}
+	next := reuse(state, bucketLen)
+	writeHeader(next, b.kind)
+	putInt(next, 2, t)
+	putInt(next, 10, d)
+	putInt(next, 18, b.unit)
+	return next, fullAt, nil
+}

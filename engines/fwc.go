@@ -1,0 +1,108 @@
+package engines
+
+// fwc is the fixed window counter: at most limit units per window, windows
+// aligned to the Unix epoch ([i*window, (i+1)*window) for integer i).
+//
+// State (18 bytes): version, kind, newest int64 (the now of the last Commit),
+// count int64 (units admitted in newest's window, > 0).
+type fwc struct {
+	limit, window int64
+}
+
+const fwcLen = headerLen + 16
+
+// NewFWC returns a fixed window counter admitting limit units per window ns.
+func NewFWC(limit, window int64) (Limiter, error) {
+	if limit <= 0 || window <= 0 {
+		return nil, ErrNotPositive
+	}
+	return fwc{limit: limit, window: window}, nil
+}
+
+func (fwc) Kind() Kind { return FWC }
+
+// at returns the time the decision uses (now, or the newest recorded time when
+// now is earlier), the units already counted in that time's window, and the
+// window's end.
+//
+// Only newest is stored, not its window: after a change of window length the
+// count is charged to the new window that holds newest, which never moves
+// counted units into the past.
+func (l fwc) at(state []byte, now int64) (t, used, end int64, err error) {
+	var newest, count int64
+	stored := len(state) > 0
+	if stored {
+		if err := checkKind(state, FWC); err != nil {
+			return 0, 0, 0, err
+		}
+		if len(state) != fwcLen {
+			return 0, 0, 0, ErrCorruptState
+		}
+		newest, count = getInt(state, 2), getInt(state, 10)
+		if count <= 0 {
+			return 0, 0, 0, ErrCorruptState
+		}
+		now = max(now, newest)
+	}
+	_, off := floorDivMod(now, l.window)
+	// start = now - off >= MinInt64 needs now >= MinInt64 + off.
+	if off > 0 && now-off > now {
+		return 0, 0, 0, ErrOverflow
+	}
+	start := now - off
+	if end, err = add(start, l.window); err != nil {
+		return 0, 0, 0, err
+	}
+	if stored && newest >= start {
+		used = count
+	}
+	return now, used, end, nil
+}
+
+// Check implements Limiter. Remaining is limit minus the units counted in the
+// current window; ResetAfter is the time to the window's end when anything is
+// counted; a limited request may retry when the next window starts.
+func (l fwc) Check(state []byte, now, qty int64) (Result, error) {
+	if qty < 0 {
+		return Result{}, ErrNegative
+	}
+	now, used, end, err := l.at(state, now)
+	if err != nil {
+		return Result{}, err
+	}
+	res := Result{Limit: l.limit, RetryAfter: -1}
+	// used >= 0 and limit > 0, so limit-used cannot overflow; it is negative
+	// when the limit was lowered below what this window already counts.
+	if qty > l.limit-used {
+		res.Limited = true
+		if qty <= l.limit {
+			res.RetryAfter = end - now
+		}
+	} else {
+		used += qty
+	}
+	res.Remaining = max(0, l.limit-used)
+	if used > 0 {
+		res.ResetAfter = end - now
+	}
+	return res, nil
+}
+
+// Commit implements Limiter. The state is full again when the window ends.
+func (l fwc) Commit(state []byte, now, qty int64) ([]byte, int64, error) {
+	if err := commitQty(qty); err != nil {
+		return nil, 0, err
+	}
+	now, used, end, err := l.at(state, now)
+	if err != nil {
+		return nil, 0, err
+	}
+	if qty > l.limit-used {
+		return nil, 0, ErrLimited
+	}
+	next := reuse(state, fwcLen)
+	writeHeader(next, FWC)
+	putInt(next, 2, now)
+	putInt(next, 10, used+qty)
+	return next, end, nil
+}
