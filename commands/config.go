@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // setting is one CONFIG parameter. set is nil for settings fixed at start.
@@ -56,6 +57,10 @@ func newSettings(s *Server) *settings {
 			s.store.SetLimits(n, mm)
 			return nil
 		}},
+		// Redis 7's name and its older alias: how long (ms) a script runs
+		// before other clients get BUSY and SCRIPT KILL may stop it.
+		busyThreshold(s, "busy-reply-threshold"),
+		busyThreshold(s, "lua-time-limit"),
 		{name: "maxmemory-policy", get: func() string { return evictionPolicy(s.store.Limits()) }},
 		{name: "requirepass", get: s.requirePass, set: func(v string) error {
 			s.password.Store(&v)
@@ -199,4 +204,18 @@ func appendFsync(p *persistence.DB) string {
 		return "everysec"
 	}
 	return p.Stats().Fsync.String()
+}
+
+// busyThreshold is the script time-limit setting under name, in ms.
+func busyThreshold(s *Server, name string) setting {
+	return setting{name: name, get: func() string {
+		return strconv.FormatInt(s.scripts.TimeLimit().Milliseconds(), 10)
+	}, set: func(v string) error {
+		n, ok := store.ParseInt([]byte(v))
+		if !ok || n < 0 {
+			return errors.New("argument couldn't be parsed into an integer")
+		}
+		s.scripts.SetTimeLimit(time.Duration(n) * time.Millisecond)
+		return nil
+	}}
 }

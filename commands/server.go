@@ -11,6 +11,7 @@ import (
 	"github.com/throttleddb/throttled/clock"
 	"github.com/throttleddb/throttled/persistence"
 	"github.com/throttleddb/throttled/resp"
+	"github.com/throttleddb/throttled/scripting"
 	"github.com/throttleddb/throttled/store"
 )
 
@@ -59,6 +60,8 @@ type Server struct {
 	net   atomic.Pointer[resp.Server]
 	log   *slog.Logger
 	conf  *settings
+	// scripts is the Lua script cache and interpreters.
+	scripts *scripting.Engine
 
 	// syncReplies: replies wait for durability (appendfsync always).
 	syncReplies bool
@@ -87,6 +90,8 @@ func New(cfg Config) (*Server, error) {
 		stats: make(map[*Spec]*cmdStats, len(specs)),
 		start: time.Now(),
 		log:   cfg.Logger,
+
+		scripts: scripting.New(scripting.Options{Logger: cfg.Logger}),
 	}
 	for _, sp := range specs {
 		s.stats[sp] = &cmdStats{}
@@ -118,6 +123,8 @@ type connState struct {
 	// ctx is reused by every command of the connection, so running a
 	// command does not allocate one.
 	ctx Ctx
+	// script runs the commands of the connection's Lua scripts.
+	script scriptCall
 }
 
 type multiState struct {
@@ -164,6 +171,10 @@ func (s *Server) ServeRESP(c *resp.Conn, args [][]byte) {
 	}
 	if !c.Authenticated() && spec.Flags&NoAuth == 0 {
 		s.reject(c, st, spec, errNoAuth)
+		return
+	}
+	if s.scripts.Busy() && !allowedWhileBusy(spec, args) {
+		s.reject(c, st, spec, scripting.ReplyBusy)
 		return
 	}
 	if spec.Flags&Write != 0 && s.cfg.Persistence != nil {

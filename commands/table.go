@@ -23,6 +23,8 @@ const (
 	AllKeys
 	// Fast commands take constant time (COMMAND shows the flag).
 	Fast
+	// NoScript commands may not be called from a Lua script.
+	NoScript
 )
 
 // Spec is one command.
@@ -84,17 +86,17 @@ var specs = []*Spec{
 	// connection
 	{Name: "ping", Arity: -1, Flags: Fast, Group: "connection", Summary: "Returns the server's liveliness response.", Run: ping},
 	{Name: "echo", Arity: 2, Flags: Fast, Group: "connection", Summary: "Returns the given string.", Run: echo},
-	{Name: "quit", Arity: -1, Flags: NoAuth | NoQueue | Fast, Group: "connection", Summary: "Closes the connection.", Run: quit},
-	{Name: "reset", Arity: 1, Flags: NoAuth | NoQueue | Fast, Group: "connection", Summary: "Resets the connection.", Run: reset},
-	{Name: "hello", Arity: -1, Flags: NoAuth | Fast, Group: "connection", Summary: "Handshakes with the server.", Run: hello},
-	{Name: "auth", Arity: -2, Flags: NoAuth | Fast, Group: "connection", Summary: "Authenticates the connection.", Run: auth},
+	{Name: "quit", Arity: -1, Flags: NoScript | NoAuth | NoQueue | Fast, Group: "connection", Summary: "Closes the connection.", Run: quit},
+	{Name: "reset", Arity: 1, Flags: NoScript | NoAuth | NoQueue | Fast, Group: "connection", Summary: "Resets the connection.", Run: reset},
+	{Name: "hello", Arity: -1, Flags: NoScript | NoAuth | Fast, Group: "connection", Summary: "Handshakes with the server.", Run: hello},
+	{Name: "auth", Arity: -2, Flags: NoScript | NoAuth | Fast, Group: "connection", Summary: "Authenticates the connection.", Run: auth},
 	{Name: "select", Arity: 2, Flags: Fast, Group: "connection", Summary: "Changes the selected database.", Run: selectDB},
-	{Name: "client", Arity: -2, Group: "connection", Summary: "A container for client connection commands.",
+	{Name: "client", Arity: -2, Flags: NoScript, Group: "connection", Summary: "A container for client connection commands.",
 		Subcommands: []string{"getname", "help", "id", "info", "kill", "list", "setinfo", "setname"}, Run: client},
 
 	// server
 	{Name: "info", Arity: -1, Group: "server", Summary: "Returns information and statistics about the server.", Run: info},
-	{Name: "config", Arity: -2, Flags: Admin, Group: "server", Summary: "A container for server configuration commands.",
+	{Name: "config", Arity: -2, Flags: NoScript | Admin, Group: "server", Summary: "A container for server configuration commands.",
 		Subcommands: []string{"get", "help", "resetstat", "set"}, Run: config},
 	{Name: "command", Arity: -1, Group: "server", Summary: "Returns detailed information about all commands.",
 		Subcommands: []string{"count", "docs", "help", "info", "list"}, Run: command},
@@ -102,8 +104,8 @@ var specs = []*Spec{
 	{Name: "flushdb", Arity: -1, Flags: Write | AllKeys, Group: "server", Summary: "Removes all keys from the current database.", Run: flushdb},
 	{Name: "flushall", Arity: -1, Flags: Write | AllKeys, Group: "server", Summary: "Removes all keys from all databases.", Run: flushall},
 	{Name: "time", Arity: 1, Flags: Fast, Group: "server", Summary: "Returns the server time.", Run: timeCmd},
-	{Name: "shutdown", Arity: -1, Flags: Admin | NoQueue, Group: "server", Summary: "Stops accepting connections, closes the open ones and exits.", Run: shutdown},
-	{Name: "debug", Arity: -2, Flags: Admin, Group: "server", Summary: "A container for debugging commands (DEBUG CLOCK).", Run: debug},
+	{Name: "shutdown", Arity: -1, Flags: NoScript | Admin | NoQueue, Group: "server", Summary: "Stops accepting connections, closes the open ones and exits.", Run: shutdown},
+	{Name: "debug", Arity: -2, Flags: NoScript | Admin, Group: "server", Summary: "A container for debugging commands (DEBUG CLOCK).", Run: debug},
 
 	// generic keyspace
 	{Name: "del", Arity: -2, Flags: Write, FirstKey: 1, LastKey: -1, Step: 1, Group: "generic", Summary: "Deletes one or more keys.", Run: del},
@@ -135,11 +137,11 @@ var specs = []*Spec{
 	{Name: "decrby", Arity: 3, Flags: Write | Fast, FirstKey: 1, LastKey: 1, Step: 1, Group: "string", Summary: "Decrements a number from the integer value of a key.", Run: decrby},
 
 	// transactions
-	{Name: "multi", Arity: 1, Flags: NoQueue | Fast, Group: "transactions", Summary: "Starts a transaction.", Run: multi},
-	{Name: "exec", Arity: 1, Flags: NoQueue, Group: "transactions", Summary: "Executes all commands in a transaction.", Run: exec},
-	{Name: "discard", Arity: 1, Flags: NoQueue | Fast, Group: "transactions", Summary: "Discards a transaction.", Run: discard},
-	{Name: "watch", Arity: -2, Flags: NoQueue | Fast, FirstKey: 1, LastKey: -1, Step: 1, Group: "transactions", Summary: "Monitors changes to keys to determine the execution of a transaction.", Run: watch},
-	{Name: "unwatch", Arity: 1, Flags: Fast, Group: "transactions", Summary: "Forgets about watched keys of a transaction.", Run: unwatch},
+	{Name: "multi", Arity: 1, Flags: NoScript | NoQueue | Fast, Group: "transactions", Summary: "Starts a transaction.", Run: multi},
+	{Name: "exec", Arity: 1, Flags: NoScript | NoQueue, Group: "transactions", Summary: "Executes all commands in a transaction.", Run: exec},
+	{Name: "discard", Arity: 1, Flags: NoScript | NoQueue | Fast, Group: "transactions", Summary: "Discards a transaction.", Run: discard},
+	{Name: "watch", Arity: -2, Flags: NoScript | NoQueue | Fast, FirstKey: 1, LastKey: -1, Step: 1, Group: "transactions", Summary: "Monitors changes to keys to determine the execution of a transaction.", Run: watch},
+	{Name: "unwatch", Arity: 1, Flags: NoScript | Fast, Group: "transactions", Summary: "Forgets about watched keys of a transaction.", Run: unwatch},
 
 	// rate limiting
 	{Name: "cl.throttle", Arity: -1, Flags: Write | Fast, FirstKey: 1, LastKey: 1, Step: 1, Group: "throttle", Summary: "Applies the generic cell rate algorithm (redis-cell compatible).", Run: clThrottle},
@@ -149,6 +151,14 @@ var specs = []*Spec{
 	{Name: "tb.throttle", Arity: -5, Flags: Write | Fast, FirstKey: 1, LastKey: 1, Step: 1, Group: "throttle", Summary: "Applies a token bucket.", Run: engineThrottle(famTB)},
 	{Name: "lb.throttle", Arity: -5, Flags: Write | Fast, FirstKey: 1, LastKey: 1, Step: 1, Group: "throttle", Summary: "Applies a leaky bucket (as a queue).", Run: engineThrottle(famLB)},
 	{Name: "throttle.all", Arity: -5, Flags: Write, KeysFn: throttleAllKeys, Group: "throttle", Summary: "Checks several rate limits and consumes from all of them only if all allow.", Run: throttleAll},
+
+	// scripting
+	{Name: "eval", Arity: -3, Flags: Write | NoScript, KeysFn: evalKeys, Group: "scripting", Summary: "Executes a server-side Lua script.", Run: eval},
+	{Name: "evalsha", Arity: -3, Flags: Write | NoScript, KeysFn: evalKeys, Group: "scripting", Summary: "Executes a server-side Lua script by SHA1 digest.", Run: evalsha},
+	{Name: "eval_ro", Arity: -3, Flags: ReadOnly | NoScript, KeysFn: evalKeys, Group: "scripting", Summary: "Executes a read-only server-side Lua script.", Run: evalRO},
+	{Name: "evalsha_ro", Arity: -3, Flags: ReadOnly | NoScript, KeysFn: evalKeys, Group: "scripting", Summary: "Executes a read-only server-side Lua script by SHA1 digest.", Run: evalshaRO},
+	{Name: "script", Arity: -2, Flags: NoScript, Group: "scripting", Summary: "A container for Lua scripts management commands.",
+		Subcommands: []string{"exists", "flush", "help", "kill", "load"}, Run: script},
 
 	// cluster and sentinel: answered as Redis does with cluster support off.
 	// Redis 7.0 (not a sentinel) calls SENTINEL an unknown command; we answer

@@ -1,6 +1,7 @@
 package resp
 
 import (
+	"math"
 	"strconv"
 
 	"github.com/tidwall/redcon"
@@ -25,6 +26,10 @@ func (w *Writer) Bytes() []byte { return w.b }
 
 // Truncate drops buffered bytes beyond n, to undo a partly written reply.
 func (w *Writer) Truncate(n int) { w.b = w.b[:n] }
+
+// Reset empties the writer and sets its protocol (2 or 3), for a writer
+// reused to build replies apart from a connection's.
+func (w *Writer) Reset(proto int) { w.b, w.proto = w.b[:0], proto }
 
 // Int writes an integer reply.
 func (w *Writer) Int(n int64) { w.b = redcon.AppendInt(w.b, n) }
@@ -98,14 +103,71 @@ func (w *Writer) Set(n int) {
 
 // Verbatim writes text as a RESP3 verbatim string of format "txt" (as Redis
 // does for INFO and CLIENT LIST), or as a bulk string in RESP2.
-func (w *Writer) Verbatim(text []byte) {
-	if w.proto == 3 {
-		w.b = append(w.b, '=')
-		w.b = strconv.AppendInt(w.b, int64(len(text)+4), 10)
-		w.b = append(w.b, "\r\ntxt:"...)
-		w.b = append(w.b, text...)
-		w.b = append(w.b, '\r', '\n')
+func (w *Writer) Verbatim(text []byte) { w.VerbatimString("txt", string(text)) }
+
+// Bool writes a RESP3 boolean (#t / #f), or in RESP2 the integer 1 or 0, as
+// Redis converts it.
+func (w *Writer) Bool(v bool) {
+	switch {
+	case w.proto != 3 && v:
+		w.Int(1)
+	case w.proto != 3:
+		w.Int(0)
+	case v:
+		w.b = append(w.b, "#t\r\n"...)
+	default:
+		w.b = append(w.b, "#f\r\n"...)
+	}
+}
+
+// Double writes a RESP3 double (",1.5"), or in RESP2 the same text as a bulk
+// string; the text is Redis' "%.17g" with "inf", "-inf" and "nan".
+func (w *Writer) Double(f float64) {
+	var num [32]byte
+	var txt []byte
+	switch {
+	case math.IsInf(f, 1):
+		txt = append(num[:0], "inf"...)
+	case math.IsInf(f, -1):
+		txt = append(num[:0], "-inf"...)
+	case math.IsNaN(f):
+		txt = append(num[:0], "nan"...)
+	default:
+		txt = strconv.AppendFloat(num[:0], f, 'g', 17, 64)
+	}
+	if w.proto != 3 {
+		w.Bulk(txt)
 		return
 	}
-	w.Bulk(text)
+	w.b = append(w.b, ',')
+	w.b = append(w.b, txt...)
+	w.b = append(w.b, '\r', '\n')
+}
+
+// BigNumber writes a RESP3 big number ("(123..."), or in RESP2 a bulk string
+// of its digits.
+func (w *Writer) BigNumber(s string) {
+	if w.proto != 3 {
+		w.BulkString(s)
+		return
+	}
+	w.b = append(w.b, '(')
+	w.b = append(w.b, s...)
+	w.b = append(w.b, '\r', '\n')
+}
+
+// VerbatimString writes text as a RESP3 verbatim string of a three-letter
+// format ("txt", "mkd"), or in RESP2 a bulk string of the text.
+func (w *Writer) VerbatimString(format, text string) {
+	if w.proto != 3 {
+		w.BulkString(text)
+		return
+	}
+	w.b = append(w.b, '=')
+	w.b = strconv.AppendInt(w.b, int64(len(format)+1+len(text)), 10)
+	w.b = append(w.b, '\r', '\n')
+	w.b = append(w.b, format...)
+	w.b = append(w.b, ':')
+	w.b = append(w.b, text...)
+	w.b = append(w.b, '\r', '\n')
 }

@@ -1,0 +1,376 @@
+package persistence
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// Errors returned by the package.
+var (
+	// ErrBadOptions is returned by Open and ParseFsync for unusable options.
+	ErrBadOptions = errors.New("persistence: invalid options")
+	// ErrForeign is returned by Open for a folder that holds something other
+	// than a throttled database.
+	ErrForeign = errors.New("persistence: folder is not a throttled database")
+	// ErrCorrupt is returned by Open and Load when the database cannot be
+	// read (damaged files, a bad MANIFEST, a record this build cannot decode).
+	ErrCorrupt = errors.New("persistence: database is corrupt or unreadable")
+	// ErrFormat is returned by Open for a database written in a format
+	// version this build does not know (a newer throttled).
+	ErrFormat = errors.New("persistence: unknown format version")
+	// ErrLocked is returned by Open when another process (or another DB
+	// of this process) has the folder open.
+	ErrLocked = errors.New("persistence: folder is in use")
+	// ErrClosed is returned by Close, Load and WaitDurable after Close.
+	ErrClosed = errors.New("persistence: closed")
+)
+
+// memTableSize is Pebble's write buffer (its default). A larger one would
+// absorb more rewrites of hot rate-limit keys before they reach an sstable,
+// but every WAL file is about this big and Pebble keeps a few of them for
+// reuse whatever the number of keys: this is the fixed part of the folder's
+// size (see the package doc), so it stays small.
+const memTableSize = 4 << 20
+
+// DB is the durable copy of the keyspace. It implements store.Journal. It is
+// safe for concurrent use.
+type DB struct {
+	pdb    *pebble.DB
+	lock   *pebble.Lock // held from Open to Close
+	dir    string
+	policy FsyncPolicy
+	log    *slog.Logger
+
+	mu sync.Mutex // guards the fields down to stopped; held to append or swap, never across I/O
+	// batch collects the latest changes; it is sealed into queue once it
+	// reaches sealAt, or when the committer comes for it.
+	batch *pebble.Batch
+	// deletes counts the deletions in batch, for the compactor.
+	deletes int64
+	// queue holds the sealed batches the committer has yet to take, oldest
+	// first.
+	queue []sealed
+	// free holds committed batches for reuse, so the steady state does not
+	// allocate.
+	free []*pebble.Batch
+	// room is signalled when the committer empties queue; appenders wait
+	// on it only when maxQueue batches are waiting (Pebble is stalled).
+	room sync.Cond
+	// stopped drops appends: Close has begun or a write failed.
+	stopped bool
+
+	lastSeq  atomic.Uint64 // seq of the latest appended change; written under mu
+	applied  atomic.Uint64 // every change up to this seq is applied to Pebble
+	synced   atomic.Uint64 // every change up to this seq is in a synced WAL; written under dmu
+	lastSync atomic.Int64  // Unix seconds of the last successful sync
+	commits  atomic.Int64  // group commits applied
+	syncs    atomic.Int64  // WAL syncs, with a commit or alone
+
+	wake chan struct{} // buffered 1: there is work for the committer
+	stop chan struct{} // closed by Close
+	done chan struct{} // closed when the committer has exited
+	// work is the committer's own slice, swapped with queue so that
+	// taking the queue does not allocate.
+	work []sealed
+
+	dmu sync.Mutex // guards err and finished; the lock of durable
+	// durable is broadcast when synced moves, an error happens, or the
+	// committer exits.
+	durable  sync.Cond
+	err      error // the first write error; sticky
+	finished bool  // the committer has exited
+	hasErr   atomic.Bool
+
+	compact compactor
+
+	closeMu sync.RWMutex // Close holds it to close Pebble; Stats and Load hold it to read Pebble
+	closed  bool         // guarded by closeMu
+}
+
+// sealed is a batch waiting for the committer.
+type sealed struct {
+	b       *pebble.Batch
+	seq     uint64 // seq of its last change
+	deletes int64
+}
+
+// Open opens the database in opts.Dir, creating the folder and an empty
+// database when the folder is missing or empty. A folder that holds anything
+// else than a throttled database, or one that cannot be read, is refused with
+// an error naming it; Open never removes or rewrites a file of such a folder.
+func Open(opts Options) (*DB, error) {
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	dir := opts.Dir
+	pl := pebbleLogger{opts.Logger.With("component", "pebble", "dir", dir)}
+	fresh, err := inspect(dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := makeDir(dir); err != nil {
+		return nil, fmt.Errorf("persistence: creating folder %q: %w", dir, err)
+	}
+	// One lock for the read-only check and the real open, so that no other
+	// process can slip in between, and so that a folder in use says so
+	// instead of looking unreadable.
+	lock, err := pebble.LockDirectory(dir, vfs.Default)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %q: %w", ErrLocked, dir, err)
+	}
+	pdb, err := openPebble(dir, fresh, pl, lock)
+	if err != nil {
+		_ = lock.Close()
+		return nil, err
+	}
+	d := &DB{
+		pdb:    pdb,
+		lock:   lock,
+		dir:    dir,
+		policy: opts.Fsync,
+		log:    opts.Logger,
+		wake:   make(chan struct{}, 1),
+		stop:   make(chan struct{}),
+		done:   make(chan struct{}),
+	}
+	d.batch = d.newBatch()
+	d.room.L = &d.mu
+	d.durable.L = &d.dmu
+	d.lastSync.Store(time.Now().Unix()) // nothing is unsynced yet
+	d.compact.start(d)
+	go d.run()
+	return d, nil
+}
+
+// openPebble opens the database for writing, after checking a folder that
+// is not fresh, and stamps the format if it is not stamped yet.
+func openPebble(dir string, fresh bool, pl pebbleLogger, lock *pebble.Lock) (*pebble.DB, error) {
+	if !fresh {
+		// Opening for writing rotates the MANIFEST and the WAL and writes
+		// an OPTIONS file, so everything that could refuse the folder is
+		// checked read-only first.
+		if err := check(dir, pl, lock); err != nil {
+			return nil, err
+		}
+	}
+	pdb, err := pebble.Open(dir, pebbleOptions(pl, lock, false))
+	if err != nil {
+		return nil, fmt.Errorf("%w: folder %q: %w", ErrCorrupt, dir, err)
+	}
+	// A fresh database has no stamp yet, nor does one whose creation was
+	// interrupted before the stamp was synced; check accepted the latter
+	// only because it held no key at all.
+	_, closer, err := pdb.Get(formatKey)
+	switch {
+	case errors.Is(err, pebble.ErrNotFound):
+		err = pdb.Set(formatKey, []byte{formatVersion}, pebble.Sync)
+		if err != nil {
+			err = fmt.Errorf("persistence: folder %q: writing the format marker: %w", dir, err)
+		}
+	case err != nil:
+		err = fmt.Errorf("%w: folder %q: %w", ErrCorrupt, dir, err)
+	default:
+		err = closer.Close()
+	}
+	if err != nil {
+		_ = pdb.Close()
+		return nil, err
+	}
+	return pdb, nil
+}
+
+// makeDir creates dir and its missing parents, syncing the folder that
+// receives each new entry, so that a new database does not vanish with its
+// folder's entry in a power loss.
+func makeDir(dir string) error {
+	var missing []string
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		if _, err := os.Stat(d); err == nil {
+			break
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		missing = append(missing, d)
+		if filepath.Dir(d) == d {
+			break
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for _, d := range missing {
+		f, err := os.Open(filepath.Dir(d))
+		if err != nil {
+			return err
+		}
+		err = f.Sync()
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func pebbleOptions(pl pebbleLogger, lock *pebble.Lock, readOnly bool) *pebble.Options {
+	return &pebble.Options{
+		// Pinned rather than FormatNewest, so that a Pebble upgrade never
+		// ratchets the on-disk format (a one-way change) without a review.
+		FormatMajorVersion: pebble.FormatValueSeparation,
+		MemTableSize:       memTableSize,
+		Logger:             pl,
+		EventListener:      eventListener(pl),
+		ReadOnly:           readOnly,
+		Lock:               lock,
+	}
+}
+
+// inspect decides what dir is before anything touches it: fresh (missing,
+// or empty but for a lock file), or a Pebble database to check. Anything
+// else is someone else's folder. Pebble itself would create a new database
+// over files it does not recognise, overwriting any whose name it reuses,
+// so this must come first.
+func inspect(dir string) (fresh bool, err error) {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return true, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("%w: folder %q: %w", ErrCorrupt, dir, err)
+	}
+	var others []string
+	for _, e := range entries {
+		name := e.Name()
+		if strings.HasPrefix(name, "marker.manifest.") {
+			return false, nil
+		}
+		if name == "LOCK" && e.Type().IsRegular() {
+			continue
+		}
+		others = append(others, name)
+	}
+	if len(others) == 0 {
+		return true, nil
+	}
+	if len(others) > 3 {
+		others = append(others[:3], "...")
+	}
+	return false, fmt.Errorf("%w: %q holds %s but no Pebble database; nothing was changed: "+
+		"use an empty folder or one written by throttled", ErrForeign, dir, strings.Join(others, ", "))
+}
+
+// check opens a Pebble folder read-only, which writes nothing, and verifies
+// that it is ours and in a format we read.
+func check(dir string, pl pebbleLogger, lock *pebble.Lock) error {
+	rdb, err := pebble.Open(dir, pebbleOptions(pl, lock, true))
+	if err != nil {
+		return fmt.Errorf("%w: folder %q: %w; nothing was changed: restore it from a backup "+
+			"or move it away to start empty", ErrCorrupt, dir, err)
+	}
+	defer rdb.Close()
+	v, closer, err := rdb.Get(formatKey)
+	if errors.Is(err, pebble.ErrNotFound) {
+		it, err := rdb.NewIter(nil)
+		if err != nil {
+			return fmt.Errorf("%w: folder %q: %w", ErrCorrupt, dir, err)
+		}
+		empty := !it.First()
+		if err := it.Close(); err != nil {
+			return fmt.Errorf("%w: folder %q: %w", ErrCorrupt, dir, err)
+		}
+		if !empty {
+			return fmt.Errorf("%w: %q holds a Pebble database without throttled's format marker; "+
+				"nothing was changed", ErrForeign, dir)
+		}
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("%w: folder %q: reading the format marker: %w", ErrCorrupt, dir, err)
+	}
+	defer closer.Close()
+	if len(v) != 1 || v[0] != formatVersion {
+		return fmt.Errorf("%w: %q holds format %x, this build reads %d (written by a newer throttled?); "+
+			"nothing was changed", ErrFormat, dir, v, formatVersion)
+	}
+	return nil
+}
+
+// Close applies and syncs every appended change, whatever the policy, and
+// closes the database. Journal calls made after Close has begun are dropped.
+// It returns the first write error the DB met, if any. Calling it again
+// returns ErrClosed.
+func (d *DB) Close() error {
+	d.mu.Lock()
+	if isClosed(d.stop) {
+		d.mu.Unlock()
+		return ErrClosed
+	}
+	d.stopped = true
+	close(d.stop)
+	d.mu.Unlock()
+	d.room.Broadcast() // appenders waiting for room drop their change
+	<-d.done
+	d.compact.close()
+
+	d.closeMu.Lock()
+	d.closed = true
+	err := errors.Join(d.pdb.Close(), d.lock.Close())
+	d.closeMu.Unlock()
+	return errors.Join(d.Err(), err)
+}
+
+func isClosed(c chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
+
+// Err returns the first error met writing to Pebble, or nil. After an error
+// the DB stops writing (later changes would leave a hole in what is on
+// disk): appends are dropped and WaitDurable returns the error. Restart
+// the server to recover, which reloads what was written before the error.
+func (d *DB) Err() error {
+	if !d.hasErr.Load() {
+		return nil
+	}
+	d.dmu.Lock()
+	defer d.dmu.Unlock()
+	return d.err
+}
+
+// fail records err as the DB's write error, stops appends and wakes every
+// WaitDurable.
+func (d *DB) fail(err error) {
+	err = fmt.Errorf("persistence: folder %q: %w", d.dir, err)
+	d.log.Error("persistence: write failed, changes are no longer saved", "err", err)
+	d.mu.Lock()
+	d.stopped = true
+	d.mu.Unlock()
+	d.room.Broadcast()
+	d.dmu.Lock()
+	if d.err == nil {
+		d.err = err
+		d.hasErr.Store(true)
+	}
+	d.dmu.Unlock()
+	d.durable.Broadcast()
+}

@@ -1,0 +1,164 @@
+package persistence
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/throttleddb/throttled/store"
+)
+
+// tWriter sends log lines to t.Log, so they show only when a test fails.
+type tWriter struct{ t testing.TB }
+
+func (w tWriter) Write(p []byte) (int, error) {
+	w.t.Helper()
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+func testLogger(t testing.TB) *slog.Logger {
+	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+}
+
+// openT opens dir and closes it when the test ends (unless the test closed
+// it itself).
+func openT(t testing.TB, dir string, p FsyncPolicy) *DB {
+	t.Helper()
+	d, err := Open(Options{Dir: dir, Fsync: p, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatalf("Open(%s): %v", dir, err)
+	}
+	t.Cleanup(func() { _ = d.Close() })
+	return d
+}
+
+func closeT(t testing.TB, d *DB) {
+	t.Helper()
+	if err := d.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+}
+
+// rec is one loaded key.
+type rec struct {
+	v        store.Value
+	expireMs int64
+}
+
+func (r rec) String() string {
+	return fmt.Sprintf("{kind %d int %d bytes %q exp %d}", r.v.Kind, r.v.Int, r.v.Bytes, r.expireMs)
+}
+
+func dbKeyName(db int, key []byte) string { return fmt.Sprintf("%d/%s", db, key) }
+
+// loadAll loads d at nowMs into a map keyed "db/key".
+func loadAll(t testing.TB, d *DB, nowMs int64) map[string]rec {
+	t.Helper()
+	got := map[string]rec{}
+	err := d.Load(nowMs, func(db int, key []byte, v store.Value, expireMs int64) {
+		got[dbKeyName(db, key)] = rec{v, expireMs}
+	})
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	return got
+}
+
+// reload closes d, opens its folder again and loads it at nowMs.
+func reload(t testing.TB, d *DB, nowMs int64) map[string]rec {
+	t.Helper()
+	closeT(t, d)
+	d2 := openT(t, d.dir, No)
+	got := loadAll(t, d2, nowMs)
+	closeT(t, d2)
+	return got
+}
+
+func sameRec(a, b rec) bool {
+	return a.v.Kind == b.v.Kind && a.v.Int == b.v.Int && string(a.v.Bytes) == string(b.v.Bytes) &&
+		a.expireMs == b.expireMs
+}
+
+func compareRecs(t testing.TB, got, want map[string]rec) {
+	t.Helper()
+	for k, w := range want {
+		g, ok := got[k]
+		switch {
+		case !ok:
+			t.Errorf("key %s missing, want %v", k, w)
+		case !sameRec(g, w):
+			t.Errorf("key %s = %v, want %v", k, g, w)
+		}
+	}
+	for k, g := range got {
+		if _, ok := want[k]; !ok {
+			t.Errorf("key %s = %v, want it absent", k, g)
+		}
+	}
+}
+
+// snapshotDir returns every file under dir with its contents.
+func snapshotDir(t testing.TB, dir string) map[string]string {
+	t.Helper()
+	files := map[string]string{}
+	err := filepath.WalkDir(dir, func(path string, e fs.DirEntry, err error) error {
+		if err != nil || e.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		files[strings.TrimPrefix(path, dir)] = string(b)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
+
+// dirSize is the total size of the files under dir whose names end with
+// one of suffixes (all files without).
+func dirSize(t testing.TB, dir string, suffixes ...string) int64 {
+	t.Helper()
+	var n int64
+	err := filepath.WalkDir(dir, func(path string, e fs.DirEntry, err error) error {
+		if err != nil || e.IsDir() {
+			return err
+		}
+		if len(suffixes) > 0 && !slices.ContainsFunc(suffixes, func(s string) bool { return strings.HasSuffix(path, s) }) {
+			return nil
+		}
+		info, err := e.Info()
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil // an obsolete file removed while walking
+		}
+		if err != nil {
+			return err
+		}
+		n += info.Size()
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t testing.TB, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, within)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

@@ -1,0 +1,285 @@
+package persistence
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/throttleddb/throttled/store"
+)
+
+var _ store.Journal = (*DB)(nil)
+
+// linger is how long the committer lets changes gather under EverySec and No
+// before applying them. Nothing waits for those changes (WaitDurable does not
+// under these policies), so waiting a little turns a wake-up per change into
+// at most one per linger at high rates; it is far below the loss EverySec
+// allows anyway.
+const linger = time.Millisecond
+
+// sealAt is the size at which a batch is sealed and queued for the
+// committer, which it wakes. Small batches keep Pebble on its ordinary
+// commit path (a batch of half a memtable or more is applied as a memtable
+// of its own and forces a flush) and keep the WAL files near the memtable
+// size.
+const sealAt = 256 << 10
+
+// maxQueue bounds the sealed batches waiting for the committer: about
+// maxQueue*sealAt bytes. Only when Pebble stalls for long (a disk far slower
+// than the write rate) does an appender reach it, and then it waits, as
+// Redis blocks writes when its AOF fsync falls behind, rather than letting
+// memory grow without bound.
+const maxQueue = 64
+
+// maxFree is how many committed batches are kept for reuse.
+const maxFree = 4
+
+// Set records that key of db holds v, expiring at expireMs (Unix ms, 0 for
+// never). It copies key and v.Bytes. It is part of store.Journal: the store
+// calls it under the key's shard lock, so it only appends to memory.
+func (d *DB) Set(db int, key []byte, v store.Value, expireMs int64) {
+	d.mu.Lock()
+	if d.waitRoomLocked() {
+		op := d.batch.SetDeferred(keyLen(key), valueLen(v))
+		putKey(op.Key, db, key)
+		putValue(op.Value, v, expireMs)
+		_ = op.Finish() // fails only for indexed batches
+		d.appendedLocked()
+	}
+	d.mu.Unlock()
+}
+
+// Delete records that key of db is gone. It is part of store.Journal.
+func (d *DB) Delete(db int, key []byte) {
+	d.mu.Lock()
+	if d.waitRoomLocked() {
+		op := d.batch.DeleteDeferred(keyLen(key))
+		putKey(op.Key, db, key)
+		_ = op.Finish()
+		d.deletes++
+		d.appendedLocked()
+	}
+	d.mu.Unlock()
+}
+
+// FlushDB records that every key of db is gone, as one range deletion. It is
+// part of store.Journal.
+func (d *DB) FlushDB(db int) {
+	start, end := dbBounds(db)
+	d.mu.Lock()
+	if d.waitRoomLocked() {
+		_ = d.batch.DeleteRange(start, end, nil) // never fails on a batch
+		d.deletes += compactAfter
+		d.appendedLocked()
+	}
+	d.mu.Unlock()
+}
+
+// waitRoomLocked waits while the queue is full and reports whether the
+// change may be appended.
+func (d *DB) waitRoomLocked() bool {
+	for len(d.queue) >= maxQueue && !d.stopped {
+		d.room.Wait()
+	}
+	return !d.stopped
+}
+
+// appendedLocked numbers the change just appended and wakes the committer
+// when it has new work: a first change (under EverySec and No the committer
+// then lingers to gather more) or a sealed batch.
+func (d *DB) appendedLocked() {
+	d.lastSeq.Add(1)
+	first := d.batch.Count() == 1 && len(d.queue) == 0
+	if d.batch.Len() >= sealAt {
+		d.sealLocked()
+	} else if !first {
+		return
+	}
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
+}
+
+// sealLocked queues the current batch for the committer and starts another.
+func (d *DB) sealLocked() {
+	d.queue = append(d.queue, sealed{b: d.batch, seq: d.lastSeq.Load(), deletes: d.deletes})
+	d.deletes = 0
+	if n := len(d.free); n > 0 {
+		d.batch = d.free[n-1]
+		d.free = d.free[:n-1]
+	} else {
+		d.batch = d.newBatch()
+	}
+}
+
+func (d *DB) newBatch() *pebble.Batch {
+	return d.pdb.NewBatch(pebble.WithInitialSizeBytes(64<<10), pebble.WithMaxRetainedSizeBytes(2*sealAt))
+}
+
+// LastSeq returns the sequence number of the latest change appended, 0 when
+// none was. Every change gets the next number, in the order of the Journal
+// calls.
+func (d *DB) LastSeq() uint64 { return d.lastSeq.Load() }
+
+// WaitDurable blocks until every change up to seq is applied to Pebble and
+// synced, when the policy is Always. Under EverySec and No it does not wait:
+// durability is not promised per change there. It returns the DB's write
+// error (see Err) when the changes cannot become durable, and ErrClosed when
+// the DB was closed first.
+//
+// This is how appendfsync always keeps its promise: the server calls
+// WaitDurable(LastSeq()) before it writes replies, so no client sees the
+// effect of a change (its own or anybody's) that a crash could still undo.
+// Everyone waiting shares the one fsync of each group commit.
+func (d *DB) WaitDurable(seq uint64) error {
+	if d.policy != Always {
+		return d.Err()
+	}
+	if d.synced.Load() >= seq {
+		return nil
+	}
+	d.dmu.Lock()
+	defer d.dmu.Unlock()
+	for d.synced.Load() < seq {
+		switch {
+		case d.err != nil:
+			return d.err
+		case d.finished:
+			return ErrClosed
+		}
+		d.durable.Wait()
+	}
+	return nil
+}
+
+// run is the committer: it applies the appended changes in group commits,
+// in order, and syncs per the policy.
+func (d *DB) run() {
+	defer func() {
+		d.dmu.Lock()
+		d.finished = true
+		d.dmu.Unlock()
+		d.durable.Broadcast()
+		close(d.done)
+	}()
+	var tick <-chan time.Time
+	if d.policy == EverySec {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		tick = t.C
+	}
+	lingerT := time.NewTimer(linger)
+	lingerT.Stop()
+	for {
+		select {
+		case <-d.wake:
+			if d.policy != Always && !d.sealedWaiting() {
+				lingerT.Reset(linger)
+				select {
+				case <-lingerT.C:
+				case <-d.wake: // a batch was sealed
+					lingerT.Stop()
+				case <-d.stop:
+					lingerT.Stop()
+				}
+			}
+			d.commit()
+		case <-tick:
+			d.sync()
+		case <-d.stop:
+			d.commit()
+			d.sync()
+			return
+		}
+	}
+}
+
+// sealedWaiting reports whether a sealed batch is queued: then there is
+// enough to commit without lingering.
+func (d *DB) sealedWaiting() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.queue) > 0
+}
+
+// commit applies every appended change. It takes the queue and the current
+// batch under mu and applies them without it, so appenders never wait for
+// Pebble. Under Always only the last batch is committed with Sync: its sync
+// covers the WAL writes before it (Pebble syncs a WAL before rotating away
+// from it), so a backlog costs one fsync, not one per batch.
+func (d *DB) commit() {
+	d.mu.Lock()
+	if d.hasErr.Load() {
+		d.mu.Unlock()
+		return // nothing more is written after a failure
+	}
+	if !d.batch.Empty() {
+		d.sealLocked()
+	}
+	work := d.queue
+	d.queue, d.work = d.work, nil
+	d.mu.Unlock()
+	d.room.Broadcast()
+
+	for i, s := range work {
+		opts := pebble.NoSync
+		if d.policy == Always && i == len(work)-1 {
+			opts = pebble.Sync
+		}
+		if err := s.b.Commit(opts); err != nil {
+			d.fail(fmt.Errorf("applying changes up to %d: %w", s.seq, err))
+			return
+		}
+		d.applied.Store(s.seq)
+		d.commits.Add(1)
+		d.compact.add(s.deletes)
+	}
+	if len(work) > 0 && d.policy == Always {
+		d.markSynced(work[len(work)-1].seq)
+	}
+
+	for _, s := range work {
+		s.b.Reset() // outside mu: it clears the buffer
+	}
+	d.mu.Lock()
+	keep := min(len(work), maxFree-len(d.free))
+	for _, s := range work[:keep] {
+		d.free = append(d.free, s.b)
+	}
+	d.mu.Unlock()
+	for i, s := range work {
+		if i >= keep {
+			_ = s.b.Close()
+		}
+		work[i] = sealed{}
+	}
+	d.work = work[:0]
+}
+
+// sync syncs the WAL if changes were applied since the last sync. It runs
+// on the committer, so everything applied so far is covered.
+func (d *DB) sync() {
+	seq := d.applied.Load()
+	if d.synced.Load() >= seq || d.Err() != nil {
+		return
+	}
+	// An empty LogData record is the cheapest write Pebble will sync.
+	if err := d.pdb.LogData(nil, pebble.Sync); err != nil {
+		d.fail(fmt.Errorf("syncing changes up to %d: %w", seq, err))
+		return
+	}
+	d.markSynced(seq)
+}
+
+func (d *DB) markSynced(seq uint64) {
+	d.syncs.Add(1)
+	d.lastSync.Store(time.Now().Unix())
+	// Stored under dmu so that a waiter cannot check synced, miss this
+	// store and then sleep through the broadcast.
+	d.dmu.Lock()
+	d.synced.Store(seq)
+	d.dmu.Unlock()
+	d.durable.Broadcast()
+}

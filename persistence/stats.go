@@ -1,0 +1,45 @@
+package persistence
+
+// Stats describes the state of persistence, for INFO persistence.
+type Stats struct {
+	// Fsync is the sync policy.
+	Fsync FsyncPolicy
+	// Pending counts changes appended but not yet applied to Pebble.
+	Pending uint64
+	// Unsynced counts changes made since the last sync: what a crash of the
+	// machine could lose now.
+	Unsynced uint64
+	// LastSync is when the WAL was last synced, in Unix seconds.
+	LastSync int64
+	// GroupCommits counts the batches applied to Pebble, Syncs the WAL
+	// syncs; under Always changes/Syncs is the group commit's gain.
+	GroupCommits, Syncs int64
+	// DiskBytes is the space the database takes on disk, as Pebble counts
+	// it (0 after Close).
+	DiskBytes uint64
+	// Compactions counts the tombstone compactions run (see the package doc).
+	Compactions int64
+	// Err is the first write error (see Err).
+	Err error
+}
+
+// Stats returns the current state.
+func (d *DB) Stats() Stats {
+	last := d.lastSeq.Load()
+	s := Stats{
+		Fsync:        d.policy,
+		Pending:      last - min(last, d.applied.Load()),
+		Unsynced:     last - min(last, d.synced.Load()),
+		LastSync:     d.lastSync.Load(),
+		GroupCommits: d.commits.Load(),
+		Syncs:        d.syncs.Load(),
+		Compactions:  d.compact.runs.Load(),
+		Err:          d.Err(),
+	}
+	d.closeMu.RLock()
+	if !d.closed {
+		s.DiskBytes = d.pdb.Metrics().DiskSpaceUsage()
+	}
+	d.closeMu.RUnlock()
+	return s
+}
