@@ -11,3 +11,12 @@ import _ "embed"
 //
 //go:embed gcra.lua
 var GCRALua string
+
+// KongLua is bench/kong.lua: the per-request script of Kong 3.4+'s
+// rate-limiting plugin ("redis" policy), which Kong sends on every request as
+// EVAL <script> 1 <key> <ttl> (never EVALSHA), with single quotes here so it
+// fits on a redis-benchmark command line. The benchmark sends it the same
+// way to both servers.
+//
+//go:embed kong.lua
+var KongLua string

@@ -1,5 +1,11 @@
 package main
 
+import (
+	"strings"
+
+	"github.com/throttleddb/throttled/bench"
+)
+
 // The benchmark cases. To compare a new throttled command, add a case here
 // (Redis nil when redis-server has no counterpart) and, usually, a headline
 // ratio against redis INCR below. Nothing else needs to change.
@@ -66,6 +72,15 @@ var cases = []benchCase{
 		Redis:     []string{"EVALSHA", shaArg, "1", "k:__rand_int__", "15", "30", "60", "1"},
 		SameReply: true,
 	},
+	{
+		// Kong 3.4+ sends its rate-limiting script with EVAL on every
+		// request; both servers get it the same way. It goes on one line
+		// because redis-benchmark's CSV output prints the command unquoted.
+		Name:      "KONG.EVAL",
+		Throttled: []string{"EVAL", kongOneLine, "1", "kong:__rand_int__", "60"},
+		Redis:     []string{"EVAL", kongOneLine, "1", "kong:__rand_int__", "60"},
+		SameReply: true,
+	},
 	// The native algorithm commands have no redis-server counterpart; they
 	// are compared with redis INCR, the cheapest write Redis does.
 	{Name: "FWC.THROTTLE", Throttled: []string{"FWC.THROTTLE", "f:__rand_int__", "100", "60"}},
@@ -82,6 +97,9 @@ var cases = []benchCase{
 		"LIMIT", "FWC", "tenant", "1000000000", "60"}},
 }
 
+// kongOneLine is bench/kong.lua with its whitespace folded to single spaces.
+var kongOneLine = strings.Join(strings.Fields(bench.KongLua), " ")
+
 // ref names one measurement: a case on one server.
 type ref struct {
 	Case string
@@ -97,6 +115,7 @@ type headline struct {
 var headlines = []headline{
 	{"CL.THROTTLE / redis INCR", ref{"CL.THROTTLE", throttledSide}, ref{"INCR", redisSide}},
 	{"CL.THROTTLE / redis EVALSHA GCRA", ref{"CL.THROTTLE", throttledSide}, ref{"CL.THROTTLE", redisSide}},
+	{"Kong's EVAL / redis Kong's EVAL", ref{"KONG.EVAL", throttledSide}, ref{"KONG.EVAL", redisSide}},
 	{"FWC.THROTTLE / redis INCR", ref{"FWC.THROTTLE", throttledSide}, ref{"INCR", redisSide}},
 	{"SWL.THROTTLE / redis INCR", ref{"SWL.THROTTLE", throttledSide}, ref{"INCR", redisSide}},
 	{"SWL.THROTTLE 10k hot key / redis INCR", ref{"SWL.THROTTLE-10k-hot", throttledSide}, ref{"INCR", redisSide}},
