@@ -1,7 +1,6 @@
 package scripting
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -188,88 +187,4 @@ func bs(ss []string) [][]byte {
 		b[i] = []byte(s)
 	}
 	return b
-}
-
-// resp3Writer is a complete RESP2/RESP3 encoder implementing RESP3Writer,
-// for the script results resp.Writer cannot express.
-type resp3Writer struct {
-	proto int
-	b     bytes.Buffer
-}
-
-var (
-	_ RESP3Writer = (*resp3Writer)(nil)
-	_ Writer      = (*resp.Writer)(nil)
-)
-
-func (w *resp3Writer) Proto() int { return w.proto }
-func (w *resp3Writer) line(prefix byte, s string) {
-	w.b.WriteByte(prefix)
-	w.b.WriteString(s)
-	w.b.WriteString("\r\n")
-}
-func (w *resp3Writer) Int(n int64)   { w.line(':', strconv.FormatInt(n, 10)) }
-func (w *resp3Writer) Bulk(b []byte) { w.BulkString(string(b)) }
-func (w *resp3Writer) BulkString(s string) {
-	w.line('$', strconv.Itoa(len(s)))
-	w.b.WriteString(s + "\r\n")
-}
-func (w *resp3Writer) Status(s string) { w.line('+', s) }
-func (w *resp3Writer) Error(s string)  { w.line('-', s) }
-func (w *resp3Writer) Array(n int)     { w.line('*', strconv.Itoa(n)) }
-func (w *resp3Writer) Null() {
-	if w.proto == 3 {
-		w.line('_', "")
-	} else {
-		w.line('$', "-1")
-	}
-}
-func (w *resp3Writer) Map(n int) {
-	if w.proto == 3 {
-		w.line('%', strconv.Itoa(n))
-	} else {
-		w.Array(2 * n)
-	}
-}
-func (w *resp3Writer) Set(n int) {
-	if w.proto == 3 {
-		w.line('~', strconv.Itoa(n))
-	} else {
-		w.Array(n)
-	}
-}
-func (w *resp3Writer) Bool(v bool) {
-	switch {
-	case w.proto == 2 && v:
-		w.Int(1)
-	case w.proto == 2:
-		w.Int(0)
-	case v:
-		w.line('#', "t")
-	default:
-		w.line('#', "f")
-	}
-}
-func (w *resp3Writer) Double(f float64) {
-	s := string(appendG(nil, f, 17))
-	if w.proto == 3 {
-		w.line(',', s)
-	} else {
-		w.BulkString(s)
-	}
-}
-func (w *resp3Writer) BigNumber(s string) {
-	if w.proto == 3 {
-		w.line('(', s)
-	} else {
-		w.BulkString(s)
-	}
-}
-func (w *resp3Writer) VerbatimString(format, text string) {
-	if w.proto == 3 {
-		w.line('=', strconv.Itoa(len(text)+4))
-		w.b.WriteString(format + ":" + text + "\r\n")
-	} else {
-		w.BulkString(text)
-	}
 }
