@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"bytes"
 	"strings"
 	"testing"
 
@@ -113,24 +114,38 @@ func TestCLThrottle_HotPathAllocs(t *testing.T) {
 	}
 }
 
-func BenchmarkDispatch_CLThrottle(b *testing.B) {
-	s, _ := newTestServer(b)
-	c := &resp.Conn{}
-	args := [][]byte{[]byte("CL.THROTTLE"), []byte("user:1"), []byte("15"), []byte("30"), []byte("60")}
-	b.ReportAllocs()
-	for b.Loop() {
-		c.W.Truncate(0)
-		s.ServeRESP(c, args)
-	}
-}
-
-func BenchmarkDispatch_INCR(b *testing.B) {
-	s, _ := newTestServer(b)
-	c := &resp.Conn{}
-	args := [][]byte{[]byte("INCR"), []byte("counter:1")}
-	b.ReportAllocs()
-	for b.Loop() {
-		c.W.Truncate(0)
-		s.ServeRESP(c, args)
+// BenchmarkDispatch runs one command on an existing key through the whole
+// dispatch path (lookup, locks, clock, run, reply).
+func BenchmarkDispatch(b *testing.B) {
+	for _, bc := range []struct{ name, cmd string }{
+		{"CL.THROTTLE", "CL.THROTTLE user:1 15 30 60"},
+		{"INCR", "INCR counter:1"},
+		{"FWC.THROTTLE", "FWC.THROTTLE f:1 1000000000 60"},
+		{"SWL.THROTTLE", "SWL.THROTTLE l:1 100 60"},
+		{"SWC.THROTTLE", "SWC.THROTTLE c:1 1000000000 60 1 SUBWINDOWS 5"},
+		{"TB.THROTTLE", "TB.THROTTLE t:1 1000000000 1 1"},
+		{"LB.THROTTLE", "LB.THROTTLE q:1 1000000000 1 1"},
+		{"THROTTLE.ALL", "THROTTLE.ALL LIMIT CL a:1 9 10 1 LIMIT SWC b:1 50 10 LIMIT FWC tenant 1000000000 60"},
+		{"EVAL", "EVAL return 1 0"},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			s, _ := newTestServer(b)
+			c := &resp.Conn{}
+			var args [][]byte
+			for _, a := range strings.Fields(bc.cmd) {
+				args = append(args, []byte(a))
+			}
+			if bc.name == "EVAL" {
+				args = [][]byte{[]byte("EVAL"), []byte("return 1"), []byte("0")}
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				c.W.Truncate(0)
+				s.ServeRESP(c, args)
+			}
+			if bytes.HasPrefix(c.W.Bytes(), []byte("-")) {
+				b.Fatalf("%s: %s", bc.cmd, c.W.Bytes())
+			}
+		})
 	}
 }

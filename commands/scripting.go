@@ -90,7 +90,12 @@ func (sc *scriptCall) lock(spec *Spec, args [][]byte) bool {
 		return s.store.ExtendAll(locks)
 	}
 	ok := true
-	spec.keys(args, func(k []byte) { ok = ok && s.store.Extend(locks, k) })
+	extend := func(k []byte) { ok = ok && s.store.Extend(locks, k) }
+	if spec.KeysFn != nil {
+		spec.KeysFn(args, extend)
+	} else {
+		spec.keys(args, extend)
+	}
 	return ok
 }
 

@@ -207,6 +207,10 @@ func (s *Server) addLocks(l *store.LockSet, spec *Spec, args [][]byte) {
 		l.AddAll()
 		return
 	}
+	if spec.KeysFn != nil {
+		spec.KeysFn(args, func(k []byte) { l.Add(s.store, k) })
+		return
+	}
 	spec.keys(args, func(k []byte) { l.Add(s.store, k) })
 }
 
