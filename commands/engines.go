@@ -7,6 +7,7 @@ import (
 
 	"github.com/throttleddb/throttled/engines"
 	"github.com/throttleddb/throttled/gcra"
+	"github.com/throttleddb/throttled/resp"
 	"github.com/throttleddb/throttled/store"
 )
 
@@ -210,7 +211,7 @@ func (l *limit) check(now int64) string {
 			return cellError(err)
 		}
 		l.newTAT = newTAT
-		l.res = engines.Result{Limited: r.Limited, Limit: r.Limit, Remaining: r.Remaining, RetryAfter: r.RetryAfter, ResetAfter: r.ResetAfter}
+		l.res = gcraResult(r)
 		return ""
 	}
 	res, err := l.eng.Check(l.state, now, l.qty)
@@ -250,37 +251,45 @@ func expiryMs(fullAt int64) int64 {
 
 // reply writes the limit's answer in its command's shape.
 func (l *limit) reply(c *Ctx) {
-	r := l.res
-	n := 5
-	if l.fam != nil && l.fam.delay {
-		n = 6
+	writeResult(c.W, l.res, l.ms, l.fam != nil && l.fam.delay)
+}
+
+// writeResult writes a throttle reply: [limited, limit, remaining,
+// retry_after, reset_after] and, with delay, the delay. Durations are in
+// seconds as CL.THROTTLE rounds them (up, at whole-millisecond resolution),
+// or with ms in milliseconds rounded up; -1 stays -1.
+func writeResult(w *resp.Writer, r engines.Result, ms, delay bool) {
+	duration := func(ns int64) int64 {
+		switch {
+		case ns < 0:
+			return -1
+		case ms:
+			return ns/1e6 + min(ns%1e6, 1)
+		}
+		return gcra.Seconds(ns)
 	}
-	c.W.Array(n)
-	if r.Limited {
-		c.W.Int(1)
+	if delay {
+		w.Array(6)
 	} else {
-		c.W.Int(0)
+		w.Array(5)
 	}
-	c.W.Int(r.Limit)
-	c.W.Int(r.Remaining)
-	c.W.Int(l.duration(r.RetryAfter))
-	c.W.Int(l.duration(r.ResetAfter))
-	if n == 6 {
-		c.W.Int(l.duration(r.Delay))
+	if r.Limited {
+		w.Int(1)
+	} else {
+		w.Int(0)
+	}
+	w.Int(r.Limit)
+	w.Int(r.Remaining)
+	w.Int(duration(r.RetryAfter))
+	w.Int(duration(r.ResetAfter))
+	if delay {
+		w.Int(duration(r.Delay))
 	}
 }
 
-// duration converts ns to the reply's unit: seconds as CL.THROTTLE rounds
-// them (up, at whole-millisecond resolution), or milliseconds rounded up.
-// -1 stays -1.
-func (l *limit) duration(ns int64) int64 {
-	switch {
-	case ns < 0:
-		return -1
-	case l.ms:
-		return ns/1e6 + min(ns%1e6, 1)
-	}
-	return gcra.Seconds(ns)
+// gcraResult is a GCRA decision in the engines' terms.
+func gcraResult(r gcra.Result) engines.Result {
+	return engines.Result{Limited: r.Limited, Limit: r.Limit, Remaining: r.Remaining, RetryAfter: r.RetryAfter, ResetAfter: r.ResetAfter}
 }
 
 // engineThrottle runs one engine command.

@@ -73,16 +73,7 @@ func clThrottle(c *Ctx) {
 	if write {
 		putTAT(c, db, key, newTAT, exists)
 	}
-	c.W.Array(5)
-	if res.Limited {
-		c.W.Int(1)
-	} else {
-		c.W.Int(0)
-	}
-	c.W.Int(res.Limit)
-	c.W.Int(res.Remaining)
-	c.W.Int(gcra.Seconds(res.RetryAfter))
-	c.W.Int(gcra.Seconds(res.ResetAfter))
+	writeResult(c.W, gcraResult(res), false, false)
 }
 
 // putTAT stores a GCRA decision's TAT as redis-cell does: PEXPIRE
