@@ -1,0 +1,751 @@
+package compat
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/throttleddb/throttled/internal/proc"
+	"github.com/throttleddb/throttled/internal/procattr"
+	"github.com/throttleddb/throttled/server"
+)
+
+// These tests run a real nginx with the Lua module (Debian's nginx-extras)
+// and lua-resty-redis (Debian's lua-nginx-redis, installed as nginx.redis)
+// in front of an in-process node, and drive it over HTTP:
+//
+//   - TestNginxGateway runs examples/openresty (nginx.conf and its Lua
+//     module, unchanged but for the two ports): an access_by_lua gateway
+//     that asks CL.THROTTLE, proxies what passes and answers 429 with
+//     Retry-After and the RateLimit headers. The node's debug clock makes
+//     every header exact.
+//   - TestNginxKong replays what Kong's rate-limiting plugin sends with
+//     policy "redis" (compat/nginx/lua/kong_rate_limiting.lua): Kong 3.4+'s
+//     per-request EVAL and its sync pipeline of EVALs, and Kong 2.8's GET,
+//     EXISTS and pipelined INCRBY/EXPIRE, each with Kong's connection helper
+//     (AUTH and SELECT on fresh pooled connections only).
+//
+// nginx runs as a child with -g 'daemon off; master_process off;' (one
+// process, so the connection pool is one), on a free port, with its pid,
+// logs and temp files in a temp dir; it is stopped when the test ends, and
+// its error log must hold no error. The tests are skipped when nginx, its Lua
+// module or lua-resty-redis is missing (.ci/run installs them).
+
+const (
+	nginxModule   = "/usr/share/nginx/modules/ngx_http_lua_module.so"
+	nginxRedisLua = "/usr/share/lua/5.1/nginx/redis.lua"
+)
+
+// nginxLook returns the nginx binary, or skips the test.
+func nginxLook(t *testing.T) string {
+	t.Helper()
+	bin, err := exec.LookPath("nginx")
+	if err != nil {
+		bin = "/usr/sbin/nginx" // not on a non-root user's PATH
+		if _, err := os.Stat(bin); err != nil {
+			t.Skipf("nginx not installed (Debian nginx-extras): %v", err)
+		}
+	}
+	for _, f := range []string{nginxModule, nginxRedisLua} {
+		if _, err := os.Stat(f); err != nil {
+			t.Skipf("nginx-lua or lua-resty-redis missing (Debian nginx-extras, lua-nginx-redis): %v", err)
+		}
+	}
+	return bin
+}
+
+// nginxConfig is one nginx to run.
+type nginxConfig struct {
+	conf  string            // nginx.conf to use
+	lua   string            // folder whose *.lua files go to <prefix>/lua
+	subst map[string]string // text in conf to replace (each must occur)
+	env   []string          // added to the environment
+}
+
+// nginxServer is a running nginx.
+type nginxServer struct {
+	url string // http://127.0.0.1:port
+}
+
+// nginxStart runs nginx for the test, its prefix a temp dir, and waits until
+// it accepts connections on listen (a "127.0.0.1:port" that cfg.subst puts
+// in the configuration). It is stopped when the test ends; then its error
+// log must hold no [error], [crit], [alert] or [emerg] line.
+func nginxStart(t *testing.T, bin, listen string, cfg nginxConfig) *nginxServer {
+	t.Helper()
+	dir := t.TempDir()
+	conf, err := os.ReadFile(cfg.conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(conf)
+	for old, repl := range cfg.subst {
+		if !strings.Contains(text, old) {
+			t.Fatalf("%s: %q not found", cfg.conf, old)
+		}
+		text = strings.ReplaceAll(text, old, repl)
+	}
+	confPath := filepath.Join(dir, "nginx.conf")
+	if err := os.WriteFile(confPath, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	luaFiles, err := filepath.Glob(filepath.Join(cfg.lua, "*.lua"))
+	if err != nil || len(luaFiles) == 0 {
+		t.Fatalf("no Lua files in %s: %v", cfg.lua, err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "lua"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range luaFiles {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "lua", filepath.Base(f)), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	cmd := exec.Command(bin, "-p", dir+"/", "-c", confPath, "-e", "stderr",
+		"-g", "daemon off; master_process off;")
+	cmd.Env = append(os.Environ(), cfg.env...)
+	var out nginxOutput
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.SysProcAttr = procattr.Child()
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start nginx: %v", err)
+	}
+	done := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(done)
+	}()
+	errorLog := func() string {
+		b, _ := os.ReadFile(filepath.Join(dir, "error.log"))
+		return string(b)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGQUIT) // graceful: finish requests, then exit
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+			t.Errorf("nginx did not exit within 5s of SIGQUIT; killed")
+		}
+		log := errorLog()
+		for _, line := range strings.Split(log, "\n") {
+			for _, level := range []string{"[error]", "[crit]", "[alert]", "[emerg]"} {
+				if strings.Contains(line, level) {
+					t.Errorf("nginx error log: %s", line)
+				}
+			}
+		}
+		if t.Failed() {
+			t.Logf("nginx output:\n%s\nnginx error.log:\n%s", out.String(), log)
+		}
+	})
+
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		select {
+		case <-done:
+			t.Fatalf("nginx exited at start:\n%s\n%s", out.String(), errorLog())
+		default:
+		}
+		c, err := net.DialTimeout("tcp", listen, 100*time.Millisecond)
+		if err == nil {
+			c.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("nginx not listening on %s after 10s: %v\n%s", listen, err, out.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return &nginxServer{url: "http://" + listen}
+}
+
+// nginxOutput collects what nginx writes to stdout and stderr.
+type nginxOutput struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (o *nginxOutput) Write(p []byte) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.buf.Write(p)
+}
+
+func (o *nginxOutput) String() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.buf.String()
+}
+
+// nginxFreeAddr returns a free loopback address.
+func nginxFreeAddr(t *testing.T) string {
+	t.Helper()
+	port, err := proc.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return proc.Addr(port)
+}
+
+// nginxResponse is what an HTTP request got.
+type nginxResponse struct {
+	status int
+	header http.Header
+	body   string
+}
+
+var nginxClient = &http.Client{Timeout: e2eIOWait}
+
+// nginxGet sends GET url with the headers (name, value pairs).
+func nginxGet(t *testing.T, url string, headers ...string) nginxResponse {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), e2eIOWait)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := nginxClient.Do(req)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("GET %s: reading body: %v", url, err)
+	}
+	return nginxResponse{status: resp.StatusCode, header: resp.Header, body: string(body)}
+}
+
+// nginxAdmin is a raw connection to the node, authenticated.
+type nginxAdmin struct {
+	c *e2eConn
+}
+
+func nginxDialAdmin(t *testing.T, n *server.Node, pass string) *nginxAdmin {
+	t.Helper()
+	c := e2eDial(t, n.Addr())
+	e2eMustDo(t, c, "+OK\r\n", "AUTH", pass)
+	return &nginxAdmin{c: c}
+}
+
+// do runs a command and returns its raw reply.
+func (a *nginxAdmin) do(t *testing.T, args ...string) string {
+	t.Helper()
+	got, err := a.c.Do(args...)
+	if err != nil {
+		t.Fatalf("%q: %v", args, err)
+	}
+	return got
+}
+
+// want runs a command and fails the test unless the raw reply is want.
+func (a *nginxAdmin) want(t *testing.T, want string, args ...string) {
+	t.Helper()
+	if got := a.do(t, args...); got != want {
+		t.Errorf("%q: got %q, want %q", args, got, want)
+	}
+}
+
+// advance moves the node's debug clock forward by d.
+func (a *nginxAdmin) advance(t *testing.T, d time.Duration) {
+	t.Helper()
+	if got := a.do(t, "DEBUG", "CLOCK", "ADVANCE", strconv.FormatInt(int64(d), 10)); !strings.HasPrefix(got, ":") {
+		t.Fatalf("DEBUG CLOCK ADVANCE: %q", got)
+	}
+}
+
+// clients returns the CLIENT LIST lines.
+func (a *nginxAdmin) clients(t *testing.T) []string {
+	t.Helper()
+	reply := a.do(t, "CLIENT", "LIST")
+	_, body, ok := strings.Cut(reply, "\r\n") // after the "$<len>" line
+	if !ok || !strings.HasPrefix(reply, "$") {
+		t.Fatalf("CLIENT LIST: %q", reply)
+	}
+	return strings.Split(strings.TrimRight(body, "\r\n"), "\n")
+}
+
+// calls returns the calls of each command so far (INFO commandstats).
+func (a *nginxAdmin) calls(t *testing.T) map[string]int {
+	t.Helper()
+	reply := a.do(t, "INFO", "commandstats")
+	out := map[string]int{}
+	for l := range strings.Lines(reply) {
+		name, rest, ok := strings.Cut(strings.TrimPrefix(l, "cmdstat_"), ":calls=")
+		if !ok || !strings.HasPrefix(l, "cmdstat_") {
+			continue
+		}
+		n, _, _ := strings.Cut(rest, ",")
+		out[name], _ = strconv.Atoi(n)
+	}
+	return out
+}
+
+// callsSince formats the calls of cmds made since before.
+func (a *nginxAdmin) callsSince(t *testing.T, before map[string]int, cmds ...string) string {
+	t.Helper()
+	now := a.calls(t)
+	var b strings.Builder
+	for _, c := range cmds {
+		fmt.Fprintf(&b, "%s=%d ", c, now[c]-before[c])
+	}
+	return strings.TrimSpace(b.String())
+}
+
+func nginxBulk(s string) string { return fmt.Sprintf("$%d\r\n%s\r\n", len(s), s) }
+
+// TestNginxGateway runs examples/openresty against a node with a password and
+// checks the exact sequence on the debug clock: the burst passes, the next
+// request gets 429 with the right Retry-After, and passes again once the
+// clock has moved on.
+func TestNginxGateway(t *testing.T) {
+	bin := nginxLook(t)
+	t.Parallel()
+	const pass = "gw-s3cret"
+	node := e2eNode(t, server.Config{RequirePass: pass})
+	admin := nginxDialAdmin(t, node, pass)
+	host, port, err := net.SplitHostPort(node.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	listen, upstream := nginxFreeAddr(t), nginxFreeAddr(t)
+	ngx := nginxStart(t, bin, listen, nginxConfig{
+		conf: "../examples/openresty/nginx.conf",
+		lua:  "../examples/openresty/lua",
+		subst: map[string]string{
+			"127.0.0.1:8080": listen,
+			"127.0.0.1:8081": upstream,
+		},
+		env: []string{"THROTTLED_HOST=" + host, "THROTTLED_PORT=" + port, "THROTTLED_PASSWORD=" + pass},
+	})
+	before := admin.calls(t)
+
+	// CL.THROTTLE api:<client> 15 30 60: a limit of 16, one more every 2 s.
+	type step struct {
+		advance    time.Duration // debug clock, before the request
+		apiKey     string        // X-API-Key; "" is limited by address
+		status     int
+		rateLimit  string // the RateLimit header
+		retryAfter string // "" when there must be none
+	}
+	var steps []step
+	for i := 1; i <= 16; i++ {
+		steps = append(steps, step{0, "alice", 200, fmt.Sprintf(`"default";r=%d;t=%d`, 16-i, 2*i), ""})
+	}
+	steps = append(steps,
+		step{0, "alice", 429, `"default";r=0;t=32`, "2"},
+		step{0, "bob", 200, `"default";r=15;t=2`, ""},
+		step{time.Second, "alice", 429, `"default";r=0;t=31`, "1"},
+		step{time.Second, "alice", 200, `"default";r=0;t=32`, ""},
+		step{0, "alice", 429, `"default";r=0;t=32`, "2"},
+		step{1500 * time.Millisecond, "alice", 429, `"default";r=0;t=31`, "1"}, // 0.5 s rounds up
+		step{500 * time.Millisecond, "alice", 200, `"default";r=0;t=32`, ""},
+		step{time.Minute, "alice", 200, `"default";r=15;t=2`, ""}, // full again
+	)
+	for i, s := range steps {
+		if s.advance > 0 {
+			admin.advance(t, s.advance)
+		}
+		var hdr []string
+		if s.apiKey != "" {
+			hdr = []string{"X-API-Key", s.apiKey}
+		}
+		r := nginxGet(t, ngx.url+"/api/hello", hdr...)
+		wantBody := "hello from the upstream: /api/hello\n"
+		if s.status == 429 {
+			wantBody = fmt.Sprintf(`{"error":"rate limited","retry_after":%s}`+"\n", s.retryAfter)
+		}
+		got := fmt.Sprintf("%d %q %q %q %q", r.status, r.header.Get("RateLimit-Policy"), r.header.Get("RateLimit"), r.header.Get("Retry-After"), r.body)
+		want := fmt.Sprintf("%d %q %q %q %q", s.status, `"default";q=16;w=60`, s.rateLimit, s.retryAfter, wantBody)
+		if got != want {
+			t.Errorf("step %d (%s): got %s, want %s", i, s.apiKey, got, want)
+		}
+	}
+
+	// One key per client; bob's expired when his bucket was full again.
+	// Without X-API-Key the client's address is the key.
+	admin.want(t, ":1\r\n", "EXISTS", "api:alice", "api:bob", "api:127.0.0.1")
+	if r := nginxGet(t, ngx.url+"/api/hello"); r.status != 200 || r.header.Get("RateLimit") != `"default";r=15;t=2` {
+		t.Errorf("no X-API-Key: got %d RateLimit %q, want 200 %q", r.status, r.header.Get("RateLimit"), `"default";r=15;t=2`)
+	}
+	admin.want(t, ":2\r\n", "EXISTS", "api:alice", "api:bob", "api:127.0.0.1")
+	admin.want(t, ":1\r\n", "EXISTS", "api:127.0.0.1")
+	// One AUTH on nginx's one pooled connection (database 0: no SELECT),
+	// then cl.throttle, sent lower-case, for every request.
+	want := fmt.Sprintf("auth=1 select=0 cl.throttle=%d", len(steps)+1)
+	if got := admin.callsSince(t, before, "auth", "select", "cl.throttle"); got != want {
+		t.Errorf("commands sent: got %s, want %s", got, want)
+	}
+	if got := len(admin.clients(t)); got != 2 {
+		t.Errorf("CLIENT LIST: got %d connections, want 2 (ours and nginx's pooled one)", got)
+	}
+	// An unthrottled location carries no RateLimit header.
+	if r := nginxGet(t, ngx.url+"/healthz"); r.status != 200 || r.header.Get("RateLimit") != "" {
+		t.Errorf("/healthz: got %d RateLimit %q, want 200 and none", r.status, r.header.Get("RateLimit"))
+	}
+}
+
+// kongStep is one request to the Kong shim and the headers Kong would send.
+type kongStep struct {
+	advance      time.Duration // both clocks, before the request
+	status       int
+	minute, hour int // X-RateLimit-Remaining-Minute / -Hour
+	limit        int // RateLimit-Limit
+	remaining    int // RateLimit-Remaining
+	reset        int // RateLimit-Reset
+	retryAfter   int // 0: no Retry-After
+}
+
+// kongEnv is a node (password, debug clock) with the Kong shim in front.
+type kongEnv struct {
+	admin *nginxAdmin
+	url   string
+	db    string
+	nowMs int64 // Kong's clock, kept equal to the node's
+}
+
+func newKongEnv(t *testing.T, bin, location, db string) *kongEnv {
+	t.Helper()
+	const pass = "kong-s3cret"
+	node := e2eNode(t, server.Config{RequirePass: pass})
+	admin := nginxDialAdmin(t, node, pass)
+	admin.want(t, "+OK\r\n", "SELECT", db)
+	host, port, err := net.SplitHostPort(node.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	listen := nginxFreeAddr(t)
+	ngx := nginxStart(t, bin, listen, nginxConfig{
+		conf:  "nginx/kong.conf",
+		lua:   "nginx/lua",
+		subst: map[string]string{"127.0.0.1:8080": listen},
+		env:   []string{"THROTTLED_HOST=" + host, "THROTTLED_PORT=" + port, "THROTTLED_PASSWORD=" + pass},
+	})
+	return &kongEnv{admin: admin, url: ngx.url + location, db: db, nowMs: e2eClockStart / 1e6}
+}
+
+func (e *kongEnv) advance(t *testing.T, d time.Duration) {
+	t.Helper()
+	if d > 0 {
+		e.admin.advance(t, d)
+		e.nowMs += d.Milliseconds()
+	}
+}
+
+// request sends one request for consumer with limits ("minute=5 hour=8").
+func (e *kongEnv) request(t *testing.T, consumer, limits string) nginxResponse {
+	t.Helper()
+	return nginxGet(t, e.url, "X-Consumer", consumer, "X-Kong-Limits", limits,
+		"X-Kong-Now-Ms", strconv.FormatInt(e.nowMs, 10))
+}
+
+// key is Kong's key for consumer's counter of period (seconds) now.
+func (e *kongEnv) key(consumer, period string, secs int64) string {
+	start := e.nowMs / (secs * 1000) * (secs * 1000)
+	const empty = "00000000-0000-0000-0000-000000000000"
+	return fmt.Sprintf("ratelimit:%s:%s:%s:%d:%s", empty, empty, consumer, start, period)
+}
+
+// run sends the steps, checking each reply's status and Kong's headers.
+func (e *kongEnv) run(t *testing.T, consumer, limits string, steps []kongStep) []nginxResponse {
+	t.Helper()
+	var out []nginxResponse
+	for i, s := range steps {
+		e.advance(t, s.advance)
+		r := e.request(t, consumer, limits)
+		out = append(out, r)
+		h := r.header
+		got := fmt.Sprintf("%d min=%s hour=%s limit=%s remaining=%s reset=%s retry=%s",
+			r.status, h.Get("X-RateLimit-Remaining-Minute"), h.Get("X-RateLimit-Remaining-Hour"),
+			h.Get("RateLimit-Limit"), h.Get("RateLimit-Remaining"), h.Get("RateLimit-Reset"), h.Get("Retry-After"))
+		retry := ""
+		if s.retryAfter > 0 {
+			retry = strconv.Itoa(s.retryAfter)
+		}
+		want := fmt.Sprintf("%d min=%d hour=%d limit=%d remaining=%d reset=%d retry=%s",
+			s.status, s.minute, s.hour, s.limit, s.remaining, s.reset, retry)
+		if got != want {
+			t.Errorf("step %d: got %s, want %s (body %q)", i, got, want, r.body)
+		}
+	}
+	return out
+}
+
+// connections checks that every connection to the node (nginx's pooled ones
+// and ours) is authenticated as default on the env's database, and returns
+// how many there are.
+func (e *kongEnv) connections(t *testing.T) int {
+	t.Helper()
+	lines := e.admin.clients(t)
+	for _, l := range lines {
+		if db, user := e2eField(l, "db"), e2eField(l, "user"); db != e.db || user != "default" {
+			t.Errorf("CLIENT LIST: db=%s user=%s, want db=%s user=default: %s", db, user, e.db, l)
+		}
+	}
+	return len(lines)
+}
+
+// wireCmds are the commands whose calls the Kong tests count.
+// Like Redis, throttled also counts the commands a script runs.
+var wireCmds = []string{"auth", "select", "info", "eval", "incr", "get", "exists", "incrby", "expire"}
+
+// TestNginxKong replays Kong's rate-limiting plugin ("redis" policy, minute
+// and hour limits) against a node with a password and a database other than
+// 0, on exact timelines. The clock starts 20 s into a minute and 800 s into
+// an hour; Kong's clock (X-Kong-Now-Ms) and the node's move together.
+func TestNginxKong(t *testing.T) {
+	bin := nginxLook(t)
+	t.Parallel()
+
+	// Kong 3.4+: each request runs the usage EVAL once per period, which
+	// counts the request whether or not it is then refused.
+	t.Run("3.4", func(t *testing.T) {
+		t.Parallel()
+		e := newKongEnv(t, bin, "/kong34", "3")
+		minute0, hour0 := e.key("alice", "minute", 60), e.key("alice", "hour", 3600)
+		before := e.admin.calls(t)
+		out := e.run(t, "alice", "minute=5 hour=8", []kongStep{
+			{0, 200, 4, 7, 5, 4, 40, 0},
+			{0, 200, 3, 6, 5, 3, 40, 0},
+			{0, 200, 2, 5, 5, 2, 40, 0},
+			{0, 200, 1, 4, 5, 1, 40, 0},
+			{0, 200, 0, 3, 5, 0, 40, 0},
+			{0, 429, 0, 3, 5, 0, 40, 40},
+			{40 * time.Second, 200, 4, 1, 8, 1, 2760, 0}, // a new minute
+			{0, 200, 3, 0, 8, 0, 2760, 0},
+			{0, 429, 3, 0, 8, 0, 2760, 2760}, // the hour is used up
+		})
+		minute1 := e.key("alice", "minute", 60)
+		// What nginx sent, besides our INFO: one AUTH and SELECT, INFO
+		// server once, one EVAL per period and request, whose script ran
+		// INCR each time and EXPIRE for the three new keys.
+		if got, want := e.admin.callsSince(t, before, wireCmds...), "auth=1 select=1 info=2 eval=18 incr=18 get=0 exists=0 incrby=0 expire=3"; got != want {
+			t.Errorf("commands sent: got %s, want %s", got, want)
+		}
+		// AUTH default <pass> and SELECT 3 on the one fresh connection, the
+		// INFO server probe parsed, the connection reused ever after.
+		if got := out[0].header.Get("X-Redis-Reused-Times"); got != "0,1" {
+			t.Errorf("first request: reused times %q, want 0,1", got)
+		}
+		for i, r := range out[1:] {
+			if got := r.header.Get("X-Redis-Reused-Times"); strings.HasPrefix(got, "0") || strings.Contains(got, ",0") {
+				t.Errorf("request %d: reused times %q: a new connection", i+1, got)
+			}
+		}
+		if got := out[0].header.Get("X-Redis-Version"); got != "7.0" {
+			t.Errorf("INFO server probe: redis_version %q, want 7.0", got)
+		}
+		if got := e.connections(t); got != 2 {
+			t.Errorf("CLIENT LIST: %d connections, want 2 (ours and nginx's pooled one)", got)
+		}
+		// Counters and TTLs: EXPIRE only with the first INCR of a key.
+		a := e.admin
+		a.want(t, nginxBulk("6"), "GET", minute0)
+		a.want(t, ":20\r\n", "TTL", minute0)
+		a.want(t, nginxBulk("9"), "GET", hour0)
+		a.want(t, ":3560\r\n", "TTL", hour0)
+		a.want(t, nginxBulk("3"), "GET", minute1)
+		a.want(t, ":60\r\n", "TTL", minute1)
+
+		kongWindows(t, e, 10)
+		kongConcurrent(t, e, true)
+
+		// sync_rate > 0: the timer's pipeline of sync EVALs, each replying
+		// nil; EXPIREAT at the period's start + its length.
+		e.advance(t, 7*time.Second)
+		r := nginxGet(t, e.url+"/sync", "X-Consumer", "carol", "X-Kong-Deltas", "minute=7 hour=9",
+			"X-Kong-Now-Ms", strconv.FormatInt(e.nowMs, 10))
+		if r.status != 200 || r.body != "null,null\n" {
+			t.Errorf("sync: got %d %q, want 200 %q", r.status, r.body, "null,null\n")
+		}
+		mk, hk := e.key("carol", "minute", 60), e.key("carol", "hour", 3600)
+		minuteTTL := 60 - e.nowMs/1000%60
+		hourTTL := 3600 - e.nowMs/1000%3600
+		a.want(t, nginxBulk("7"), "GET", mk)
+		a.want(t, fmt.Sprintf(":%d\r\n", minuteTTL), "TTL", mk)
+		a.want(t, nginxBulk("9"), "GET", hk)
+		a.want(t, fmt.Sprintf(":%d\r\n", hourTTL), "TTL", hk)
+		e.advance(t, 3*time.Second)
+		r = nginxGet(t, e.url+"/sync", "X-Consumer", "carol", "X-Kong-Deltas", "minute=3",
+			"X-Kong-Now-Ms", strconv.FormatInt(e.nowMs, 10))
+		if r.status != 200 || r.body != "null\n" {
+			t.Errorf("second sync: got %d %q, want 200 %q", r.status, r.body, "null\n")
+		}
+		a.want(t, nginxBulk("10"), "GET", mk)
+		a.want(t, fmt.Sprintf(":%d\r\n", minuteTTL-3), "TTL", mk)
+		e.connections(t)
+	})
+
+	// Kong 2.8-3.3: GET per period, then (only for an allowed request)
+	// EXISTS per period and a pipeline of INCRBY, plus EXPIRE for new keys.
+	t.Run("2.8", func(t *testing.T) {
+		t.Parallel()
+		e := newKongEnv(t, bin, "/kong28", "2")
+		minute0, hour0 := e.key("bob", "minute", 60), e.key("bob", "hour", 3600)
+		before := e.admin.calls(t)
+		out := e.run(t, "bob", "minute=5 hour=8", []kongStep{
+			{0, 200, 4, 7, 5, 4, 40, 0},
+			{0, 200, 3, 6, 5, 3, 40, 0},
+			{0, 200, 2, 5, 5, 2, 40, 0},
+			{0, 200, 1, 4, 5, 1, 40, 0},
+			{0, 200, 0, 3, 5, 0, 40, 0},
+			{0, 429, 0, 3, 5, 0, 40, 40},
+			{40 * time.Second, 200, 4, 2, 8, 2, 2760, 0},
+			{0, 200, 3, 1, 8, 1, 2760, 0},
+			{0, 200, 2, 0, 8, 0, 2760, 0},
+			{0, 429, 2, 0, 8, 0, 2760, 2760},
+		})
+		minute1 := e.key("bob", "minute", 60)
+		// Two GETs a request; EXISTS and INCRBY for each allowed one (8),
+		// EXPIRE for the three keys that were new.
+		if got, want := e.admin.callsSince(t, before, wireCmds...), "auth=1 select=1 info=2 eval=0 incr=0 get=20 exists=16 incrby=16 expire=3"; got != want {
+			t.Errorf("commands sent: got %s, want %s", got, want)
+		}
+		// Two GETs and the increment: AUTH <pass>, SELECT 2 once.
+		if got := out[0].header.Get("X-Redis-Reused-Times"); got != "0,1,2" {
+			t.Errorf("first request: reused times %q, want 0,1,2", got)
+		}
+		if got := e.connections(t); got != 2 {
+			t.Errorf("CLIENT LIST: %d connections, want 2 (ours and nginx's pooled one)", got)
+		}
+		a := e.admin
+		a.want(t, nginxBulk("5"), "GET", minute0)
+		a.want(t, ":20\r\n", "TTL", minute0)
+		a.want(t, nginxBulk("8"), "GET", hour0)
+		a.want(t, ":3560\r\n", "TTL", hour0)
+		a.want(t, nginxBulk("3"), "GET", minute1)
+		a.want(t, ":60\r\n", "TTL", minute1)
+
+		kongWindows(t, e, 7)
+		kongConcurrent(t, e, false)
+	})
+}
+
+// kongWindows sends 10 requests 5 s apart in each of 4 minutes of one hour,
+// with a limit of 7 a minute: 7 pass and 3 get 429 in every minute. perWindow
+// is what a minute's counter holds after them (Kong 3.4 counts refused
+// requests too, Kong 2.8 does not).
+func kongWindows(t *testing.T, e *kongEnv, perWindow int) {
+	t.Helper()
+	// Start at the next hour.
+	e.advance(t, time.Duration(3600_000-e.nowMs%3600_000)*time.Millisecond)
+	hourStart := e.nowMs
+	hourKey := e.key("win", "hour", 3600)
+	const windows, perMinute, limit = 4, 10, 7
+	for w := range windows {
+		if w > 0 {
+			e.advance(t, time.Duration(60_000-e.nowMs%60_000)*time.Millisecond)
+		}
+		minuteKey := e.key("win", "minute", 60)
+		allowed := 0
+		for j := range perMinute {
+			if j > 0 {
+				e.advance(t, 5*time.Second)
+			}
+			r := e.request(t, "win", "minute=7 hour=1000")
+			reset := strconv.Itoa(60 - 5*j)
+			wantStatus, wantRetry, wantRemaining := 200, "", strconv.Itoa(max(0, limit-j-1))
+			if j >= limit {
+				wantStatus, wantRetry = 429, reset
+			}
+			if r.status == 200 {
+				allowed++
+			}
+			got := fmt.Sprintf("%d min=%s reset=%s retry=%s", r.status, r.header.Get("X-RateLimit-Remaining-Minute"), r.header.Get("RateLimit-Reset"), r.header.Get("Retry-After"))
+			want := fmt.Sprintf("%d min=%s reset=%s retry=%s", wantStatus, wantRemaining, reset, wantRetry)
+			if got != want {
+				t.Errorf("minute %d request %d: got %s, want %s", w, j, got, want)
+			}
+		}
+		if allowed != limit {
+			t.Errorf("minute %d: %d allowed, want %d", w, allowed, limit)
+		}
+		e.admin.want(t, nginxBulk(strconv.Itoa(perWindow)), "GET", minuteKey)
+	}
+	e.admin.want(t, nginxBulk(strconv.Itoa(windows*perWindow)), "GET", hourKey)
+	e.admin.want(t, fmt.Sprintf(":%d\r\n", 3600-(e.nowMs-hourStart)/1000), "TTL", hourKey)
+}
+
+// kongConcurrent sends 40 requests at once with a limit of 25 a minute.
+// Kong 3.4's EVAL counts atomically, so exactly 25 pass; Kong 2.8 reads with
+// GET and increments later, so it may let more through, but its counter must
+// still hold exactly the number that passed. Every connection nginx opened
+// for them must have done AUTH and SELECT.
+func kongConcurrent(t *testing.T, e *kongEnv, atomic bool) {
+	t.Helper()
+	e.advance(t, time.Duration(60_000-e.nowMs%60_000)*time.Millisecond)
+	const n, limit = 40, 25
+	statuses := make([]int, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			// nginxGet may not call t.Fatal off the test goroutine.
+			req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, e.url, nil)
+			if err != nil {
+				return
+			}
+			req.Header.Set("X-Consumer", "crowd")
+			req.Header.Set("X-Kong-Limits", "minute=25")
+			req.Header.Set("X-Kong-Now-Ms", strconv.FormatInt(e.nowMs, 10))
+			resp, err := nginxClient.Do(req)
+			if err != nil {
+				t.Errorf("request %d: %v", i, err)
+				return
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			statuses[i] = resp.StatusCode
+		})
+	}
+	wg.Wait()
+	allowed, refused := 0, 0
+	for i, s := range statuses {
+		switch s {
+		case 200:
+			allowed++
+		case 429:
+			refused++
+		default:
+			t.Errorf("request %d: status %d", i, s)
+		}
+	}
+	key := e.key("crowd", "minute", 60)
+	if atomic {
+		if allowed != limit || refused != n-limit {
+			t.Errorf("concurrent: %d allowed, %d refused, want %d and %d", allowed, refused, limit, n-limit)
+		}
+		e.admin.want(t, nginxBulk(strconv.Itoa(n)), "GET", key)
+	} else {
+		if allowed < limit {
+			t.Errorf("concurrent: %d allowed, want at least %d", allowed, limit)
+		}
+		e.admin.want(t, nginxBulk(strconv.Itoa(allowed)), "GET", key)
+	}
+	e.admin.want(t, ":60\r\n", "TTL", key)
+	if got := e.connections(t); got < 2 {
+		t.Errorf("CLIENT LIST: %d connections, want nginx's and ours", got)
+	}
+}

@@ -1,0 +1,182 @@
+-- throttled_gateway: an access_by_lua rate limiter for nginx-lua/OpenResty
+-- that asks throttled (or Redis with the redis-cell module) for a
+-- CL.THROTTLE decision on every request.
+--
+-- In a location:
+--
+--   set $throttle_key    "api:$throttle_client";  # who is limited
+--   set $throttle_burst  15;                      # max_burst: limit = burst + 1
+--   set $throttle_count  30;                      # count per period ...
+--   set $throttle_period 60;                      # ... period in seconds
+--   set $throttle_policy "default";               # name in the RateLimit headers
+--   access_by_lua_block        { require("throttled_gateway").access() }
+--   header_filter_by_lua_block { require("throttled_gateway").header_filter() }
+--
+-- Allowed requests go on (to proxy_pass, ...); limited ones get 429 with
+-- Retry-After. Both carry the IETF draft headers
+-- (draft-ietf-httpapi-ratelimit-headers-09):
+--
+--   RateLimit-Policy: "<policy>";q=<limit>;w=<period>
+--   RateLimit: "<policy>";r=<remaining>;t=<reset_after>
+--
+-- Where throttled is, from the environment (list these with nginx's `env`
+-- directive): THROTTLED_HOST (127.0.0.1), THROTTLED_PORT (6379),
+-- THROTTLED_PASSWORD (none), THROTTLED_DB (0), THROTTLED_TIMEOUT_MS (1000).
+-- Connections are pooled (set_keepalive); AUTH and SELECT are sent only on a
+-- new connection, as Kong's plugins do. If throttled cannot be reached the
+-- request is let through and an error is logged ("fail open", as Kong's
+-- fault_tolerant default), unless $throttle_fail_open is "off": then 503.
+
+-- OpenResty ships lua-resty-redis as resty.redis; Debian's lua-nginx-redis
+-- installs the same library as nginx.redis.
+local has_resty, redis = pcall(require, "resty.redis")
+if not has_resty then
+  redis = require "nginx.redis"
+end
+
+local ngx = ngx
+local fmt = string.format
+local tonumber = tonumber
+
+local _M = { _VERSION = "1.0" }
+
+local function env(name, default)
+  local v = os.getenv(name)
+  if v == nil or v == "" then
+    return default
+  end
+  return v
+end
+
+local conf = {
+  host = env("THROTTLED_HOST", "127.0.0.1"),
+  port = tonumber(env("THROTTLED_PORT", "6379")),
+  password = env("THROTTLED_PASSWORD", nil),
+  db = tonumber(env("THROTTLED_DB", "0")),
+  timeout = tonumber(env("THROTTLED_TIMEOUT_MS", "1000")),
+}
+-- One pool per server and database, so a pooled connection always has the
+-- database it was given with SELECT.
+local pool = fmt("%s:%d;%d", conf.host, conf.port, conf.db)
+
+-- connect returns a connection from the pool, authenticated and on the
+-- configured database.
+local function connect()
+  local red = redis:new()
+  red:set_timeout(conf.timeout)
+  local ok, err = red:connect(conf.host, conf.port, { pool = pool })
+  if not ok then
+    return nil, "connect: " .. err
+  end
+  local times, err = red:get_reused_times()
+  if not times then
+    return nil, "get_reused_times: " .. err
+  end
+  if times == 0 then
+    if conf.password then
+      local ok, err = red:auth(conf.password)
+      if not ok then
+        red:close()
+        return nil, "auth: " .. err
+      end
+    end
+    if conf.db ~= 0 then
+      local ok, err = red:select(conf.db)
+      if not ok then
+        red:close()
+        return nil, "select: " .. err
+      end
+    end
+  end
+  return red
+end
+
+-- throttle runs CL.THROTTLE key burst count period 1 and returns its reply
+-- (a table of five integers), or nil and an error.
+local function throttle(key, burst, count, period)
+  local red, err = connect()
+  if not red then
+    return nil, err
+  end
+  -- lua-resty-redis sends any method name as the command name, so the
+  -- dotted module command is called by indexing with its name.
+  local res, err = red["cl.throttle"](red, key, burst, count, period, 1)
+  if res == nil then
+    -- a socket error: the connection is not reusable
+    red:close()
+    return nil, err
+  end
+  red:set_keepalive(10000, 100)
+  if not res then
+    -- an error reply, e.g. "ERR ..." or "Cell error: ..."
+    return nil, err
+  end
+  return res
+end
+
+local function number_var(name)
+  local v = tonumber(ngx.var[name])
+  if not v or v < 0 or v ~= math.floor(v) then
+    return nil
+  end
+  return v
+end
+
+-- access decides the request. Call it from access_by_lua.
+function _M.access()
+  local key = ngx.var.throttle_key
+  local burst = number_var("throttle_burst")
+  local count = number_var("throttle_count")
+  local period = number_var("throttle_period")
+  if not key or key == "" or not burst or not count or not period then
+    ngx.log(ngx.ERR, "throttled_gateway: set $throttle_key, $throttle_burst, $throttle_count and $throttle_period")
+    return ngx.exit(ngx.HTTP_INTERNAL_SERVER_ERROR)
+  end
+  local policy = ngx.var.throttle_policy
+  -- The policy name is sent as a quoted structured-field string: keep it to
+  -- characters that need no escaping.
+  if not policy or not policy:match("^[%w%-_.:/]+$") then
+    policy = "default"
+  end
+
+  local res, err = throttle(key, burst, count, period)
+  if not res then
+    ngx.log(ngx.ERR, "throttled_gateway: ", err)
+    if ngx.var.throttle_fail_open == "off" then
+      return ngx.exit(ngx.HTTP_SERVICE_UNAVAILABLE)
+    end
+    return
+  end
+
+  local limited, limit, remaining, retry_after, reset_after = res[1], res[2], res[3], res[4], res[5]
+  ngx.ctx.throttled = {
+    policy = policy,
+    limit = limit,
+    period = period,
+    remaining = remaining,
+    reset_after = reset_after,
+  }
+  if limited == 1 then
+    ngx.status = ngx.HTTP_TOO_MANY_REQUESTS
+    -- retry_after is -1 only when the request could never pass
+    if retry_after >= 0 then
+      ngx.header["Retry-After"] = retry_after
+    end
+    ngx.header["Content-Type"] = "application/json"
+    ngx.say(fmt('{"error":"rate limited","retry_after":%d}', retry_after))
+    return ngx.exit(ngx.HTTP_TOO_MANY_REQUESTS)
+  end
+end
+
+-- header_filter adds the RateLimit headers to the response, the upstream's
+-- or the 429. Call it from header_filter_by_lua.
+function _M.header_filter()
+  local t = ngx.ctx.throttled
+  if not t then
+    return
+  end
+  ngx.header["RateLimit-Policy"] = fmt('"%s";q=%d;w=%d', t.policy, t.limit, t.period)
+  ngx.header["RateLimit"] = fmt('"%s";r=%d;t=%d', t.policy, t.remaining, t.reset_after)
+end
+
+return _M
