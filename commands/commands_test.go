@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/throttleddb/throttled/bench"
 	"github.com/throttleddb/throttled/clock"
 	"github.com/throttleddb/throttled/resp"
 	"github.com/throttleddb/throttled/store"
@@ -127,6 +128,7 @@ func BenchmarkDispatch(b *testing.B) {
 		{"LB.THROTTLE", "LB.THROTTLE q:1 1000000000 1 1"},
 		{"THROTTLE.ALL", "THROTTLE.ALL LIMIT CL a:1 9 10 1 LIMIT SWC b:1 50 10 LIMIT FWC tenant 1000000000 60"},
 		{"EVAL", "EVAL return 1 0"},
+		{"KONG.EVAL", "EVAL kong 1 kong:1 60"},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			s, _ := newTestServer(b)
@@ -135,8 +137,11 @@ func BenchmarkDispatch(b *testing.B) {
 			for _, a := range strings.Fields(bc.cmd) {
 				args = append(args, []byte(a))
 			}
-			if bc.name == "EVAL" {
-				args = [][]byte{[]byte("EVAL"), []byte("return 1"), []byte("0")}
+			switch bc.name {
+			case "EVAL":
+				args[1] = []byte("return 1")
+			case "KONG.EVAL":
+				args[1] = []byte(bench.KongLua)
 			}
 			b.ReportAllocs()
 			for b.Loop() {

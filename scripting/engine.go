@@ -88,10 +88,11 @@ type Engine struct {
 	bySrc   map[string]*Script // same scripts by body, so EVAL skips SHA1
 	bytes   int
 
-	pool  sync.Pool     // idle *vm
-	gen   atomic.Uint64 // bumped by Flush; interpreters then drop their compiled functions
-	regMu sync.Mutex    // guards reg
-	reg   []weak.Pointer[vm]
+	pool   sync.Pool     // idle *vm
+	gen    atomic.Uint64 // bumped by Flush; interpreters then drop their compiled functions
+	active atomic.Int64  // scripts running now
+	regMu  sync.Mutex    // guards reg
+	reg    []weak.Pointer[vm]
 }
 
 // New returns an Engine with an empty script cache.

@@ -28,6 +28,8 @@ func (e *Engine) Run(ctx context.Context, s *Script, keys, argv [][]byte, c Call
 
 // runOn runs s on v; false means v must be dropped (see vm.run).
 func (e *Engine) runOn(ctx context.Context, v *vm, s *Script, keys, argv [][]byte, c Caller, w Writer) bool {
+	e.active.Add(1)
+	defer e.active.Add(-1)
 	e.begin(v, s)
 	x := &v.x
 	x.caller, x.proto = c, 2
@@ -119,6 +121,10 @@ func (v *vm) busyRun(now, limit int64) (uint64, bool) {
 // is still running. While it is, Redis answers other clients' commands with
 // ReplyBusy (except SCRIPT KILL, SHUTDOWN NOSAVE and a few more).
 func (e *Engine) Busy() bool {
+	// Every command asks; when no script runs the answer costs one load.
+	if e.active.Load() == 0 {
+		return false
+	}
 	now, limit := e.now(), e.timeLimit.Load()
 	busy := false
 	e.each(func(v *vm) {
