@@ -111,10 +111,11 @@ func parseEngineLimit(f *family, args [][]byte, inMulti bool) (l limit, used int
 		}
 	}
 	sub := int64(engines.DefaultSubwindows)
+options:
 	for len(rest) > 0 {
 		switch a := rest[0]; {
 		case inMulti && is(a, "LIMIT"):
-			goto done
+			break options
 		case is(a, "MS"):
 			l.ms = true
 			rest, used = rest[1:], used+1
@@ -132,7 +133,6 @@ func parseEngineLimit(f *family, args [][]byte, inMulti bool) (l limit, used int
 			return l, 0, errSyntax
 		}
 	}
-done:
 	unit := int64(1e9)
 	if l.ms {
 		unit = 1e6
