@@ -25,5 +25,15 @@
 // Strings are held as bytes, or as an int64 when they are the canonical
 // decimal form of one (Redis' "int" encoding): INCR and the GCRA theoretical
 // arrival time of CL.THROTTLE live there without allocating, and GET shows
-// them as decimal text. Later engine kinds get their own Kind.
+// them as decimal text. Each rate-limit engine's state (package engines) has
+// its own Kind and is held as its encoded bytes, which the engine may update
+// in place while the key's shard is locked.
+//
+// # Persistence and bounds
+//
+// A Journal (SetJournal) hears every change, in order per key, while the
+// key's shard is locked: package persistence writes them to disk. MaxKeys and
+// MaxMemory bound the keyspace; a write that goes over evicts from its own
+// shard (see evict.go for the order), and the sweeper evicts elsewhere when
+// that shard has nothing to give.
 package store
