@@ -10,5 +10,14 @@
 // they are given, so running the same (database, instant, arguments) again
 // gives the same result — the property replication will rely on.
 //
+// The families, one file each: connection, server (admin, info, config,
+// command), keys, strings, transactions (multi.go), CL.THROTTLE
+// (throttle.go), the native algorithms (engines.go) and THROTTLE.ALL
+// (throttle_all.go) over package engines, and Lua scripting (scripting.go)
+// over package scripting, whose redis.call comes back through the same table
+// and the same Run functions, at the script's instant and inside its locks.
+// Before running anything, the dispatcher answers BUSY while a script is
+// past its time limit, and MISCONF for writes after a persistence error.
+//
 // Error texts are Redis 7's (errors.go); CL.THROTTLE uses redis-cell's.
 package commands
