@@ -177,9 +177,11 @@ func config(c *Ctx) {
 			c.W.Error(wrongArity("config|resetstat"))
 			return
 		}
-		for _, s := range c.srv.stats {
-			s.calls.Store(0)
-			s.errors.Store(0)
+		for sp, st := range c.srv.stats {
+			st.each(sp, func(_ string, st *cmdStats) {
+				st.calls.Store(0)
+				st.errors.Store(0)
+			})
 		}
 		c.srv.commandsProcessed.Store(0)
 		c.W.OK()

@@ -123,8 +123,8 @@ func (s *Server) infoSection(b []byte, sec string) []byte {
 		line("evicted_keys", s.store.EvictedKeys())
 		line("rejected_connections", 0)
 		var errs int64
-		for _, st := range s.stats {
-			errs += st.errors.Load()
+		for sp, st := range s.stats {
+			st.each(sp, func(_ string, c *cmdStats) { errs += c.errors.Load() })
 		}
 		line("total_error_replies", errs)
 	case "replication":
@@ -142,10 +142,11 @@ func (s *Server) infoSection(b []byte, sec string) []byte {
 		}
 		slices.SortFunc(list, func(a, b *Spec) int { return strings.Compare(a.Name, b.Name) })
 		for _, sp := range list {
-			st := s.stats[sp]
-			if calls := st.calls.Load(); calls > 0 {
-				b = fmt.Appendf(b, "cmdstat_%s:calls=%d,usec=0,usec_per_call=0.00,rejected_calls=0,failed_calls=%d\r\n", sp.Name, calls, st.errors.Load())
-			}
+			s.stats[sp].each(sp, func(name string, st *cmdStats) {
+				if calls := st.calls.Load(); calls > 0 {
+					b = fmt.Appendf(b, "cmdstat_%s:calls=%d,usec=0,usec_per_call=0.00,rejected_calls=0,failed_calls=%d\r\n", name, calls, st.errors.Load())
+				}
+			})
 		}
 	case "keyspace":
 		for db := range s.store.Databases() {

@@ -70,8 +70,34 @@ type Server struct {
 	password          atomic.Pointer[string] // requirepass; "" for none
 }
 
+// cmdStats counts a command's calls and error replies for INFO. A container
+// command (CONFIG, CLIENT, SCRIPT...) counts each subcommand apart, as Redis
+// 7 does ("config|get"), in subs, parallel to Spec.Subcommands.
 type cmdStats struct {
 	calls, errors atomic.Int64
+	subs          []cmdStats
+}
+
+// of returns the counters for spec called with args: its subcommand's when
+// args name one, else st's own.
+func (st *cmdStats) of(spec *Spec, args [][]byte) *cmdStats {
+	if len(args) > 1 {
+		for i, sub := range spec.Subcommands {
+			if is(args[1], sub) {
+				return &st.subs[i]
+			}
+		}
+	}
+	return st
+}
+
+// each calls fn with st's own counters and then each subcommand's, with the
+// name INFO shows for them.
+func (st *cmdStats) each(spec *Spec, fn func(name string, c *cmdStats)) {
+	fn(spec.Name, st)
+	for i, sub := range spec.Subcommands {
+		fn(spec.Name+"|"+sub, &st.subs[i])
+	}
 }
 
 // New returns a server for cfg.
@@ -94,7 +120,7 @@ func New(cfg Config) (*Server, error) {
 		scripts: scripting.New(scripting.Options{Logger: cfg.Logger}),
 	}
 	for _, sp := range specs {
-		s.stats[sp] = &cmdStats{}
+		s.stats[sp] = &cmdStats{subs: make([]cmdStats, len(sp.Subcommands))}
 	}
 	s.syncReplies = cfg.Persistence != nil && cfg.Persistence.Stats().Fsync == persistence.Always
 	s.password.Store(&cfg.RequirePass)
@@ -218,7 +244,7 @@ func (s *Server) addLocks(l *store.LockSet, spec *Spec, args [][]byte) {
 func (s *Server) run(c *Ctx, spec *Spec) {
 	mark := c.W.Len()
 	spec.Run(c)
-	st := s.stats[spec]
+	st := s.stats[spec].of(spec, c.Args)
 	st.calls.Add(1)
 	if b := c.W.Bytes(); len(b) > mark && b[mark] == '-' {
 		st.errors.Add(1)

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"io/fs"
 	"math/rand/v2"
 	"path/filepath"
@@ -69,11 +70,19 @@ func TestChurn_FolderShrinks(t *testing.T) {
 // dirSize sums the sizes of the files under dir.
 func dirSize(t testing.TB, dir string) int64 {
 	var n int64
+	// Pebble deletes obsolete files while the walk runs: a file gone
+	// between listing and stat simply counts for nothing.
 	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
 		if err != nil || d.IsDir() {
 			return err
 		}
 		info, err := d.Info()
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
 		if err == nil {
 			n += info.Size()
 		}
