@@ -1,0 +1,766 @@
+//go:build unix
+
+package compat
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/throttleddb/throttled/internal/proc"
+	"github.com/throttleddb/throttled/internal/procattr"
+	"github.com/throttleddb/throttled/server"
+)
+
+// TestEnvoyRatelimit runs Envoy's rate limit service
+// (github.com/envoyproxy/ratelimit) with throttled as its Redis, built from
+// the source the Go module proxy serves: nothing of it is vendored, and our
+// go.mod does not change (it is built in its own module directory, with its
+// own go.mod). See ENVOY.md.
+//
+//   - Service: the service binary, configured only through its environment
+//     as an operator would, talks to an in-process node; requests go to its
+//     HTTP /json endpoint, and the keys, counters, TTLs and command counts it
+//     leaves in throttled are checked.
+//   - OwnIntegrationTests: ratelimit's own integration tests that need only a
+//     plain Redis run against throttled: they start "redis-server --port N
+//     [--requirepass P]" themselves, and find a stand-in first on PATH that
+//     execs the throttled binary. When one fails, it is run again against
+//     the real redis-server, to tell a throttled bug from a broken test.
+//
+// The test is skipped when the Go module proxy cannot be reached (unless
+// THROTTLED_REQUIRE_NETWORK is set, as .ci/run does) and in -short mode.
+// The first run downloads and compiles about 150 modules (a few minutes on
+// two cores); later runs hit the module and build caches and take about a
+// minute, nearly all of it ratelimit's own tests.
+func TestEnvoyRatelimit(t *testing.T) {
+	if testing.Short() {
+		t.Skip("downloads, builds and runs Envoy's ratelimit service")
+	}
+	dir := envoyDownload(t)
+	bin := filepath.Join(t.TempDir(), "ratelimit")
+	// Built first and once: the integration tests' own build then finds
+	// every shared package in the build cache.
+	envoyGo(t, dir, "build", "-trimpath", "-o", bin, "./src/service_cmd")
+
+	t.Run("Service", func(t *testing.T) {
+		t.Parallel()
+		envoyServiceTest(t, bin)
+	})
+	t.Run("OwnIntegrationTests", func(t *testing.T) {
+		t.Parallel()
+		envoyIntegrationTests(t, dir)
+	})
+}
+
+const (
+	// envoyModule is pinned to a pseudo-version of ratelimit's main branch
+	// (commit 3fb702589d36, 2026-01-22, which uses radix v4.1.4): the
+	// project tags no Go module versions, and this is what the proxy
+	// answers for @latest.
+	envoyModule  = "github.com/envoyproxy/ratelimit"
+	envoyVersion = "v1.4.1-0.20260122083618-3fb702589d36"
+
+	// envoyRequireNetworkEnv, when set to anything, turns the skip for an
+	// unreachable module proxy into a failure (CI must run this test).
+	envoyRequireNetworkEnv = "THROTTLED_REQUIRE_NETWORK"
+
+	// envoyGoTimeout bounds one go command (download, build, test run).
+	envoyGoTimeout = 8 * time.Minute
+)
+
+// envoyOfflineSigns are texts of the go command's errors that mean the
+// module proxy could not be reached, as opposed to a broken build.
+var envoyOfflineSigns = []string{
+	"dial tcp", "no such host", "network is unreachable", "connection refused",
+	"i/o timeout", "TLS handshake timeout", "proxyconnect", "GOPROXY=off",
+	"module lookup disabled",
+}
+
+// envoySkipIfOffline skips the test when out shows an unreachable module
+// proxy, unless envoyRequireNetworkEnv is set.
+func envoySkipIfOffline(t *testing.T, out string) {
+	t.Helper()
+	for _, sign := range envoyOfflineSigns {
+		if strings.Contains(out, sign) {
+			if os.Getenv(envoyRequireNetworkEnv) != "" {
+				t.Fatalf("the Go module proxy cannot be reached and %s is set:\n%s", envoyRequireNetworkEnv, out)
+			}
+			t.Skipf("the Go module proxy cannot be reached (offline?); %s@%s is not available:\n%s", envoyModule, envoyVersion, out)
+		}
+	}
+}
+
+// envoyGoEnv is the environment of the go commands run on ratelimit's
+// module: never our go.work, and never a go.mod update (its copy in the
+// module cache is read-only).
+func envoyGoEnv() []string {
+	return append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=readonly")
+}
+
+// envoyGo runs the go command with args in dir and returns its standard
+// output; it fails the test on error (or skips it when offline).
+func envoyGo(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), envoyGoTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "go", args...)
+	cmd.Dir = dir
+	cmd.Env = envoyGoEnv()
+	cmd.WaitDelay = 5 * time.Second
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	start := time.Now()
+	err := cmd.Run()
+	t.Logf("go %s: %v", strings.Join(args, " "), time.Since(start).Round(time.Millisecond))
+	if err != nil {
+		out := stdout.String() + stderr.String()
+		envoySkipIfOffline(t, out)
+		t.Fatalf("go %s (in %s): %v\n%s", strings.Join(args, " "), dir, err, out)
+	}
+	return stdout.String()
+}
+
+// envoyDownload puts the pinned ratelimit module in the module cache and
+// returns its (read-only) directory.
+func envoyDownload(t *testing.T) string {
+	t.Helper()
+	out := envoyGo(t, t.TempDir(), "mod", "download", "-json", envoyModule+"@"+envoyVersion)
+	var m struct{ Dir, Error string }
+	if err := json.Unmarshal([]byte(out), &m); err != nil {
+		t.Fatalf("go mod download -json: %v\n%s", err, out)
+	}
+	if m.Error != "" || m.Dir == "" {
+		envoySkipIfOffline(t, m.Error)
+		t.Fatalf("go mod download %s@%s: %q", envoyModule, envoyVersion, m.Error)
+	}
+	return m.Dir
+}
+
+// --- The service against an in-process node -------------------------------
+
+// envoyDomain is the domain of envoyConfig; its limits are per hour and
+// per day, so a run never straddles a window (see envoyAwayFromHourEnd).
+const envoyDomain = "throttled_compat"
+
+const envoyConfig = `domain: throttled_compat
+descriptors:
+  - key: api_key
+    rate_limit:
+      unit: hour
+      requests_per_unit: 3
+  - key: tenant
+    descriptors:
+      - key: path
+        rate_limit:
+          unit: day
+          requests_per_unit: 5
+`
+
+// envoyReply is the service's /json reply (protojson of RateLimitResponse;
+// zero fields are left out).
+type envoyReply struct {
+	OverallCode string `json:"overallCode"`
+	Statuses    []struct {
+		Code         string `json:"code"`
+		CurrentLimit *struct {
+			RequestsPerUnit int    `json:"requestsPerUnit"`
+			Unit            string `json:"unit"`
+		} `json:"currentLimit"`
+		LimitRemaining     int    `json:"limitRemaining"`
+		DurationUntilReset string `json:"durationUntilReset"`
+	} `json:"statuses"`
+}
+
+// envoyStep is one request to /json and what must come back: the HTTP
+// status, the overall code and, per descriptor, "CODE remaining/limit UNIT".
+type envoyStep struct {
+	descriptors [][2]string // per descriptor: its keys and its values, comma-separated
+	hits        int         // hitsAddend; 0 leaves it out (1)
+	status      int
+	overall     string
+	statuses    []string
+}
+
+func envoyServiceTest(t *testing.T, bin string) {
+	const pass = "s3cret"
+	n := e2eNode(t, server.Config{RequirePass: pass})
+
+	root := t.TempDir()
+	cfgDir := filepath.Join(root, "ratelimit", "config")
+	if err := os.MkdirAll(cfgDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(cfgDir, "throttled.yaml"), []byte(envoyConfig), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var ports [3]int
+	for i := range ports {
+		p, err := proc.FreePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ports[i] = p
+	}
+	httpAddr := proc.Addr(ports[0])
+	// What a user sets to point the service at throttled (ENVOY.md).
+	env := []string{
+		"PATH=" + os.Getenv("PATH"),
+		"HOME=" + root,
+		"REDIS_SOCKET_TYPE=tcp",
+		"REDIS_URL=" + n.Addr(),
+		"REDIS_AUTH=" + pass,
+		"RUNTIME_ROOT=" + root,
+		"RUNTIME_SUBDIRECTORY=ratelimit",
+		"RUNTIME_WATCH_ROOT=false",
+		"USE_STATSD=false",
+		"LOG_LEVEL=info",
+		"HOST=127.0.0.1", "PORT=" + strconv.Itoa(ports[0]),
+		"GRPC_HOST=127.0.0.1", "GRPC_PORT=" + strconv.Itoa(ports[1]),
+		"DEBUG_HOST=127.0.0.1", "DEBUG_PORT=" + strconv.Itoa(ports[2]),
+		// No random extra TTL, so each key's TTL is exactly its unit on
+		// the node's frozen clock.
+		"EXPIRATION_JITTER_MAX_SECONDS=0",
+	}
+	svc := envoyStartService(t, bin, env)
+	client := &http.Client{Timeout: 10 * time.Second}
+	envoyWaitHealthy(t, svc, client, "http://"+httpAddr+"/healthcheck")
+
+	envoyAwayFromHourEnd(t)
+	now := time.Now().Unix()
+	hour, day := now/3600*3600, now/86400*86400
+
+	steps := []envoyStep{
+		// 3 per hour: the 4th is over the limit (HTTP 429).
+		{descriptors: [][2]string{{"api_key", "alice"}}, status: 200, overall: "OK", statuses: []string{"OK 2/3 HOUR"}},
+		{descriptors: [][2]string{{"api_key", "alice"}}, status: 200, overall: "OK", statuses: []string{"OK 1/3 HOUR"}},
+		{descriptors: [][2]string{{"api_key", "alice"}}, status: 200, overall: "OK", statuses: []string{"OK 0/3 HOUR"}},
+		{descriptors: [][2]string{{"api_key", "alice"}}, status: 429, overall: "OVER_LIMIT", statuses: []string{"OVER_LIMIT 0/3 HOUR"}},
+		// Two descriptors in one request (one pipeline of 4 commands),
+		// one of them nested, each hit twice.
+		{descriptors: [][2]string{{"api_key", "bob"}, {"tenant,path", "acme,/v1"}}, hits: 2, status: 200, overall: "OK", statuses: []string{"OK 1/3 HOUR", "OK 3/5 DAY"}},
+		{descriptors: [][2]string{{"api_key", "bob"}, {"tenant,path", "acme,/v1"}}, hits: 2, status: 429, overall: "OVER_LIMIT", statuses: []string{"OVER_LIMIT 0/3 HOUR", "OK 1/5 DAY"}},
+	}
+	for i, st := range steps {
+		envoyDoStep(t, client, "http://"+httpAddr+"/json", i, st)
+	}
+	if end := time.Now().Unix() / 3600 * 3600; end != hour {
+		t.Fatalf("the requests crossed an hour boundary (%d to %d); the key checks below would not hold", hour, end)
+	}
+
+	// Each descriptor is one INCRBY <key> <hits> and one EXPIRE <key>
+	// <unit seconds>, keyed <domain>_<key>_<value>[_<key>_<value>]_<window
+	// start>; counting goes on past the limit.
+	c := e2eDial(t, n.Addr())
+	e2eMustDo(t, c, "+OK\r\n", "AUTH", pass)
+	keys := []struct {
+		key   string
+		count string
+		ttl   int64
+	}{
+		{fmt.Sprintf("%s_api_key_alice_%d", envoyDomain, hour), "4", 3600},
+		{fmt.Sprintf("%s_api_key_bob_%d", envoyDomain, hour), "4", 3600},
+		{fmt.Sprintf("%s_tenant_acme_path_/v1_%d", envoyDomain, day), "4", 86400},
+	}
+	// Counted before this test's own GETs: 4 requests of one descriptor and
+	// 2 of two; no GET (only sent with STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT);
+	// no command failed.
+	stats := envoyCommandStats(t, c)
+	for name, want := range map[string]int{"incrby": 8, "expire": 8, "get": 0} {
+		if got := stats[name][0]; got != want {
+			t.Errorf("INFO commandstats: %s calls: got %d, want %d", name, got, want)
+		}
+	}
+	for name, st := range stats {
+		if st[1] != 0 {
+			t.Errorf("INFO commandstats: %s failed_calls: got %d, want 0", name, st[1])
+		}
+	}
+	e2eMustDo(t, c, fmt.Sprintf(":%d\r\n", len(keys)), "DBSIZE")
+	for _, k := range keys {
+		e2eMustDo(t, c, fmt.Sprintf("$%d\r\n%s\r\n", len(k.count), k.count), "GET", k.key)
+		e2eMustDo(t, c, fmt.Sprintf(":%d\r\n", k.ttl), "TTL", k.key)
+	}
+	if t.Failed() {
+		t.Logf("ratelimit output:\n%s", svc.output())
+	}
+}
+
+// envoyCommandStats returns INFO commandstats as command -> [calls,
+// failed_calls].
+func envoyCommandStats(t *testing.T, c *e2eConn) map[string][2]int {
+	t.Helper()
+	info, err := c.Do("INFO", "commandstats")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stats := map[string][2]int{}
+	for line := range strings.SplitSeq(info, "\r\n") {
+		name, fields, ok := strings.Cut(strings.TrimPrefix(line, "cmdstat_"), ":")
+		if !ok || len(name) == len(line) {
+			continue
+		}
+		var st [2]int
+		for f := range strings.SplitSeq(fields, ",") {
+			k, v, _ := strings.Cut(f, "=")
+			n, _ := strconv.Atoi(v)
+			switch k {
+			case "calls":
+				st[0] = n
+			case "failed_calls":
+				st[1] = n
+			}
+		}
+		stats[name] = st
+	}
+	if len(stats) == 0 {
+		t.Fatalf("INFO commandstats: no cmdstat_ lines in %q", info)
+	}
+	return stats
+}
+
+// envoyDoStep sends one request and checks the reply.
+func envoyDoStep(t *testing.T, client *http.Client, url string, i int, st envoyStep) {
+	t.Helper()
+	type entry struct {
+		Key   string `json:"key"`
+		Value string `json:"value"`
+	}
+	type descriptor struct {
+		Entries []entry `json:"entries"`
+	}
+	req := struct {
+		Domain      string       `json:"domain"`
+		Descriptors []descriptor `json:"descriptors"`
+		HitsAddend  int          `json:"hitsAddend,omitempty"`
+	}{Domain: envoyDomain, HitsAddend: st.hits}
+	for _, d := range st.descriptors {
+		var es []entry
+		vals := strings.Split(d[1], ",")
+		for j, k := range strings.Split(d[0], ",") {
+			es = append(es, entry{k, vals[j]})
+		}
+		req.Descriptors = append(req.Descriptors, descriptor{es})
+	}
+	body, err := json.Marshal(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := client.Post(url, "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatalf("step %d: POST %s: %v", i, body, err)
+	}
+	raw, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatalf("step %d: %v", i, err)
+	}
+	if resp.StatusCode != st.status {
+		t.Fatalf("step %d: POST %s: got HTTP %d, want %d; body %s", i, body, resp.StatusCode, st.status, raw)
+	}
+	var r envoyReply
+	if err := json.Unmarshal(raw, &r); err != nil {
+		t.Fatalf("step %d: %v in %s", i, err, raw)
+	}
+	var got []string
+	for _, s := range r.Statuses {
+		if s.CurrentLimit == nil || s.DurationUntilReset == "" {
+			t.Fatalf("step %d: status without a current limit or reset duration: %s", i, raw)
+		}
+		got = append(got, fmt.Sprintf("%s %d/%d %s", s.Code, s.LimitRemaining, s.CurrentLimit.RequestsPerUnit, s.CurrentLimit.Unit))
+	}
+	if r.OverallCode != st.overall || !slices.Equal(got, st.statuses) {
+		t.Fatalf("step %d: POST %s: got %s %v, want %s %v; body %s", i, body, r.OverallCode, got, st.overall, st.statuses, raw)
+	}
+}
+
+// envoyAwayFromHourEnd waits for the next hour when the current one ends
+// within 15 s, so that the steps' hour and day windows do not change.
+func envoyAwayFromHourEnd(t *testing.T) {
+	t.Helper()
+	now := time.Now()
+	next := now.Truncate(time.Hour).Add(time.Hour)
+	if left := next.Sub(now); left < 15*time.Second {
+		t.Logf("waiting %v for the next hour window", left.Round(time.Millisecond))
+		select {
+		case <-time.After(left + 100*time.Millisecond):
+		case <-t.Context().Done():
+			t.Fatal(t.Context().Err())
+		}
+	}
+}
+
+// envoyService is a running ratelimit service process.
+type envoyService struct {
+	cmd  *exec.Cmd
+	out  *envoyBuffer
+	done chan struct{} // closed when the process has exited and been waited for
+}
+
+// envoyBuffer collects a process's output for failure messages.
+type envoyBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *envoyBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *envoyBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func (s *envoyService) output() string { return s.out.String() }
+
+// envoyStartService starts bin with exactly env. When the test ends it is
+// sent SIGTERM, and SIGKILL if it has not exited 10 s later.
+func envoyStartService(t *testing.T, bin string, env []string) *envoyService {
+	t.Helper()
+	s := &envoyService{cmd: exec.Command(bin), out: &envoyBuffer{}, done: make(chan struct{})}
+	s.cmd.Env = env
+	s.cmd.Dir = t.TempDir()
+	s.cmd.Stdout, s.cmd.Stderr = s.out, s.out
+	s.cmd.SysProcAttr = procattr.Child()
+	if err := s.cmd.Start(); err != nil {
+		t.Fatalf("start ratelimit: %v", err)
+	}
+	go func() {
+		s.cmd.Wait()
+		close(s.done)
+	}()
+	t.Cleanup(func() {
+		_ = s.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-s.done:
+		case <-time.After(10 * time.Second):
+			_ = s.cmd.Process.Kill()
+			<-s.done
+			t.Errorf("ratelimit did not exit within 10s of SIGTERM; killed\n%s", s.output())
+		}
+	})
+	return s
+}
+
+// envoyWaitHealthy polls url until it answers 200, for at most 60 s.
+func envoyWaitHealthy(t *testing.T, s *envoyService, client *http.Client, url string) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		resp, err := client.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+			err = fmt.Errorf("HTTP %d", resp.StatusCode)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("ratelimit not healthy after 60s (%s: %v)\n%s", url, err, s.output())
+		}
+		select {
+		case <-s.done:
+			t.Fatalf("ratelimit exited before it was healthy: %v\n%s", s.cmd.ProcessState, s.output())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// --- ratelimit's own integration tests -------------------------------------
+
+// envoyOwnTests are the tests of ratelimit's test/integration (build tag
+// "integration") that need nothing but plain Redis servers, which they start
+// themselves. Excluded, because they need what a plain Redis is not:
+// TestBasicTLSConfig and Test_mTLS (stunnel in front of Redis, on fixed
+// ports), TestBasicAuthConfigWithRedisCluster (a 6-node Redis Cluster),
+// TestBasicAuthConfigWithRedisSentinel (Sentinels and replicas), and
+// TestBasicConfigMemcache, TestConfigMemcacheWithMaxIdleConns and
+// TestMultiNodeMemcache (memcached). Test_mTLSSetup only makes certificates
+// and needs no server. The package's unit tests (no build tag) use mocks
+// and an in-process miniredis, never a server.
+var envoyOwnTests = []string{
+	"TestBasicConfig",                  // INCRBY+EXPIRE pipelines, 2 servers (per-second), local cache, key prefix, GET with STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT
+	"TestBasicAuthConfig",              // the same through AUTH (requirepass)
+	"TestBasicReloadConfig",            // config reload while serving
+	"TestShareThreshold",               // wildcard keys sharing one counter
+	"TestBasicConfig_ExtraTags",        // starts a server only
+	"TestXdsProviderBasicConfig",       // limits from an xDS server, same Redis traffic
+	"TestXdsProviderBasicConfigReload", // xDS config update
+	"TestReloadGRPCServerCerts",        // gRPC TLS reload with Redis behind
+}
+
+// envoyFixedPorts are the ports those tests use, hard-coded: Redis 6380,
+// 6383, 6384, 6385; the service 8082-8084; the xDS server 18000. All are
+// below Linux's ephemeral range, so free-port picks never take them.
+var envoyFixedPorts = []int{6380, 6383, 6384, 6385, 8082, 8083, 8084, 18000}
+
+func envoyIntegrationTests(t *testing.T, modDir string) {
+	// A writable copy: the tests rewrite their runtime config directory.
+	src := filepath.Join(t.TempDir(), "ratelimit")
+	if err := envoyCopyTree(modDir, src); err != nil {
+		t.Fatal(err)
+	}
+
+	// The redis-server stand-in: throttled, in memory, taking the same
+	// --port and --requirepass; exec keeps the pid, so the tests' SIGKILL
+	// reaches throttled itself. Every start is logged in starts.
+	tools := t.TempDir()
+	throttled := filepath.Join(tools, "throttled")
+	if out, err := exec.Command("go", "build", "-o", throttled, "../cmd/throttled").CombinedOutput(); err != nil {
+		t.Fatalf("go build throttled: %v\n%s", err, out)
+	}
+	shimDir := filepath.Join(tools, "bin")
+	starts := filepath.Join(tools, "starts")
+	if err := os.Mkdir(shimDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	shim := "#!/bin/sh\n" +
+		"# redis-server stand-in for ratelimit's test/common.WithMultiRedis\n" +
+		"echo \"$*\" >> " + envoyShQuote(starts) + "\n" +
+		"exec " + envoyShQuote(throttled) + " --persistence off --loglevel warn \"$@\"\n"
+	if err := os.WriteFile(filepath.Join(shimDir, "redis-server"), []byte(shim), 0o755); err != nil {
+		t.Fatal(err)
+	}
+
+	testBin := filepath.Join(tools, "integration.test")
+	envoyGo(t, src, "test", "-trimpath", "-tags=integration", "-c", "-o", testBin, "./test/integration/")
+
+	unlock := envoyLockPorts(t)
+	defer unlock()
+	res := envoyRunOwnTests(t, testBin, src, shimDir, envoyOwnTests)
+	startLog, _ := os.ReadFile(starts)
+	t.Logf("ratelimit's integration tests against throttled (%v): %s\nthrottled started as redis-server with: %q",
+		res.elapsed.Round(time.Millisecond), res.summary(), strings.Split(strings.TrimSpace(string(startLog)), "\n"))
+	if len(startLog) == 0 {
+		t.Errorf("the redis-server stand-in was never run")
+	}
+
+	var failed []string
+	for _, name := range envoyOwnTests {
+		switch res.result[name] {
+		case "pass":
+		case "fail":
+			failed = append(failed, name)
+			t.Errorf("%s fails against throttled:\n%s", name, res.tail(name))
+		default:
+			t.Errorf("%s did not run (%q): the test binary stopped early, see the failures above", name, res.result[name])
+		}
+	}
+	if len(failed) == 0 {
+		return
+	}
+	// Tell a throttled bug from a test that fails anyway.
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Logf("redis-server is not installed; cannot check the failures against it")
+		return
+	}
+	ref := envoyRunOwnTests(t, testBin, src, "", failed)
+	for _, name := range failed {
+		if ref.result[name] == "pass" {
+			t.Errorf("%s passes against redis-server: a throttled bug", name)
+		} else {
+			t.Logf("%s also fails against redis-server (%q):\n%s", name, ref.result[name], ref.tail(name))
+		}
+	}
+}
+
+// envoyRun is the outcome of one go test run of ratelimit's tests.
+type envoyRun struct {
+	result  map[string]string           // test (and subtest) name -> pass, fail or skip
+	output  map[string]*strings.Builder // top-level test name -> its output
+	elapsed time.Duration
+}
+
+// envoyRunOwnTests runs tests of testBin, ratelimit's compiled
+// test/integration package, in its source directory under src, as go test
+// would (through test2json), with shimDir first on PATH ("" for the PATH
+// as it is).
+func envoyRunOwnTests(t *testing.T, testBin, src, shimDir string, tests []string) *envoyRun {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), envoyGoTimeout)
+	defer cancel()
+	args := []string{"tool", "test2json", "-t", "-p", envoyModule + "/test/integration", testBin,
+		"-test.v=test2json", "-test.count=1", "-test.timeout=5m", "-test.run", "^(" + strings.Join(tests, "|") + ")$"}
+	cmd := exec.CommandContext(ctx, "go", args...)
+	cmd.Dir = filepath.Join(src, "test", "integration")
+	cmd.Env = envoyGoEnv()
+	if shimDir != "" {
+		cmd.Env = append(cmd.Env, "PATH="+shimDir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	}
+	// Its own process group: on the way out, whatever it left behind (a
+	// server whose test crashed) is killed with it.
+	cmd.SysProcAttr = procattr.Child()
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 10 * time.Second
+	var stderr envoyBuffer
+	cmd.Stderr = &stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := &envoyRun{result: map[string]string{}, output: map[string]*strings.Builder{}}
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var other strings.Builder // output not attributed to a test
+	sc := bufio.NewScanner(stdout)
+	sc.Buffer(make([]byte, 1<<20), 1<<24)
+	for sc.Scan() {
+		var ev struct{ Action, Test, Output string }
+		if json.Unmarshal(sc.Bytes(), &ev) != nil {
+			other.WriteString(sc.Text() + "\n")
+			continue
+		}
+		top, _, _ := strings.Cut(ev.Test, "/")
+		switch {
+		case ev.Test == "":
+			other.WriteString(ev.Output)
+		case ev.Action == "output":
+			b := run.output[top]
+			if b == nil {
+				b = &strings.Builder{}
+				run.output[top] = b
+			}
+			b.WriteString(ev.Output)
+		case ev.Action == "pass" || ev.Action == "fail" || ev.Action == "skip":
+			run.result[ev.Test] = ev.Action
+		}
+	}
+	_, _ = io.Copy(io.Discard, stdout) // after a scanner error, so go test never blocks
+	waitErr := cmd.Wait()
+	run.elapsed = time.Since(start)
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // stragglers only; the group leader is gone
+	if len(run.result) == 0 {
+		t.Fatalf("go %s: no test ran (%v)\n%s%s", strings.Join(args, " "), waitErr, stderr.String(), other.String())
+	}
+	return run
+}
+
+// summary counts the results of top-level tests and subtests.
+func (r *envoyRun) summary() string {
+	count := map[string]int{}
+	var names []string
+	for name, res := range r.result {
+		count[res]++
+		if !strings.Contains(name, "/") {
+			names = append(names, name+"="+res)
+		}
+	}
+	slices.Sort(names)
+	return fmt.Sprintf("%d passed, %d failed, %d skipped (tests and subtests); %s",
+		count["pass"], count["fail"], count["skip"], strings.Join(names, " "))
+}
+
+// tail returns the failure messages in a test's output, then the end of
+// that output without the stats sink's debug lines.
+func (r *envoyRun) tail(name string) string {
+	b := r.output[name]
+	if b == nil {
+		return "(no output)"
+	}
+	var fails, rest []string
+	for line := range strings.SplitSeq(b.String(), "\n") {
+		if strings.Contains(line, `"logger":"gostats.`) {
+			continue
+		}
+		rest = append(rest, line)
+		if strings.Contains(line, "Error") || strings.Contains(line, "--- FAIL") || strings.Contains(line, "panic") {
+			fails = append(fails, line)
+		}
+	}
+	out := strings.Join(rest, "\n")
+	if len(out) > 8<<10 {
+		out = "..." + out[len(out)-8<<10:]
+	}
+	return strings.Join(fails, "\n") + "\n--- end of its output ---\n" + out
+}
+
+// envoyLockPorts takes an exclusive lock that serialises runs of ratelimit's
+// integration tests on this machine (they use envoyFixedPorts), then checks
+// that those ports are free. It waits up to 5 minutes for the lock.
+func envoyLockPorts(t *testing.T) (unlock func()) {
+	t.Helper()
+	f, err := os.OpenFile(filepath.Join(os.TempDir(), "throttled-envoy-ratelimit.lock"), os.O_CREATE|os.O_RDWR, 0o666)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) || time.Now().After(deadline) {
+			f.Close()
+			t.Fatalf("lock %s: %v", f.Name(), err)
+		}
+		select {
+		case <-time.After(200 * time.Millisecond):
+		case <-t.Context().Done():
+			f.Close()
+			t.Fatal(t.Context().Err())
+		}
+	}
+	for _, p := range envoyFixedPorts {
+		l, err := net.Listen("tcp", ":"+strconv.Itoa(p))
+		if err != nil {
+			f.Close()
+			t.Fatalf("port %d, which ratelimit's integration tests hard-code, is taken: %v", p, err)
+		}
+		l.Close()
+	}
+	return func() { f.Close() }
+}
+
+// envoyCopyTree copies the regular files and directories under src to dst,
+// writable (the module cache is read-only).
+func envoyCopyTree(src, dst string) error {
+	return filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(src, path)
+		if err != nil {
+			return err
+		}
+		target := filepath.Join(dst, rel)
+		switch {
+		case d.IsDir():
+			return os.MkdirAll(target, 0o755)
+		case d.Type().IsRegular():
+			data, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			return os.WriteFile(target, data, 0o644)
+		}
+		return nil // the module zip holds nothing else
+	})
+}
+
+// envoyShQuote quotes s for a POSIX shell.
+func envoyShQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
