@@ -1,0 +1,371 @@
+// Command persist measures what durability costs throttled, side by side with
+// redis-server in the same run, and prints Markdown tables.
+//
+//	go run ./bench/persist [-n 100000] [-P 1,16] [-runs 3] [-pin] [-keys 1000000] [-skip memory,restart]
+//
+// It has three parts:
+//
+//  1. throughput: CL.THROTTLE under redis-benchmark on throttled in memory,
+//     with appendfsync everysec and with always, against redis-server running
+//     bench/gcra.lua through EVALSHA without AOF, with AOF everysec and always;
+//  2. memory: RSS and INFO memory of fresh servers holding -keys idle
+//     hour-long CL.THROTTLE keys;
+//  3. restart: how long throttled takes to reopen a data folder holding those
+//     keys (and redis-server to reload its AOF).
+//
+// Every server runs on a free loopback port and is stopped on exit, on error
+// and on Ctrl-C. Progress goes to stderr, the report to stdout. See
+// bench/README.md ("Durability and memory").
+package main
+
+import (
+	"context"
+	"debug/buildinfo"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/throttleddb/throttled/bench"
+	"github.com/throttleddb/throttled/internal/proc"
+	"github.com/throttleddb/throttled/internal/procattr"
+	"github.com/throttleddb/throttled/internal/respconn"
+)
+
+// The parts of a run, in order; -skip names them.
+var parts = []string{"throughput", "memory", "restart"}
+
+type config struct {
+	requests  int   // -n: requests per redis-benchmark run
+	pipelines []int // -P
+	runs      int
+	pin       bool
+	keys      int
+	skip      map[string]bool
+	argv      []string // as given, for the report
+}
+
+func parseFlags(args []string, stderr io.Writer) (config, error) {
+	c := config{skip: map[string]bool{}, argv: args}
+	fs := flag.NewFlagSet("persist", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var pipelines, skip string
+	fs.IntVar(&c.requests, "n", 100000, "requests per redis-benchmark run")
+	fs.StringVar(&pipelines, "P", "1,16", "comma-separated pipeline depths")
+	fs.IntVar(&c.runs, "runs", 3, "repeat each throughput measurement this many times and report the median")
+	fs.BoolVar(&c.pin, "pin", false, "run the servers on CPU 0 and redis-benchmark on the other CPUs (taskset)")
+	fs.IntVar(&c.keys, "keys", 1000000, "keys written for the memory and restart parts")
+	fs.StringVar(&skip, "skip", "", "comma-separated parts to skip: "+strings.Join(parts, ","))
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	for p := range strings.SplitSeq(pipelines, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(p))
+		if err != nil || n < 1 {
+			return c, fmt.Errorf("-P: bad pipeline depth %q", p)
+		}
+		c.pipelines = append(c.pipelines, n)
+	}
+	for p := range strings.SplitSeq(skip, ",") {
+		if p = strings.TrimSpace(p); p == "" {
+			continue
+		}
+		if !slices.Contains(parts, p) {
+			return c, fmt.Errorf("-skip: unknown part %q (have %s)", p, strings.Join(parts, ", "))
+		}
+		c.skip[p] = true
+	}
+	switch {
+	case c.requests < 1 || c.runs < 1 || c.keys < 1:
+		return c, errors.New("-n, -runs and -keys must be positive")
+	case c.pin && runtime.NumCPU() < 2:
+		return c, errors.New("-pin needs at least two CPUs")
+	}
+	return c, nil
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	cfg, err := parseFlags(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "persist:", err)
+		return 2
+	}
+	r := &runner{cfg: cfg, logf: func(format string, a ...any) { fmt.Fprintf(stderr, format+"\n", a...) }}
+	if err := r.main(ctx, stdout); err != nil {
+		if ctx.Err() != nil {
+			fmt.Fprintln(stderr, "persist: interrupted")
+			return 130
+		}
+		fmt.Fprintln(stderr, "persist:", err)
+		return 1
+	}
+	return 0
+}
+
+// runner holds what the parts share: the throttled binary, the temp folder
+// and every process started, so that all of them are stopped at the end.
+type runner struct {
+	cfg   config
+	logf  func(format string, a ...any)
+	tmp   string
+	bin   string          // throttled
+	procs []*proc.Process // every process started, stopped by stopAll
+}
+
+func (r *runner) main(ctx context.Context, stdout io.Writer) error {
+	need := []string{"redis-server", "redis-benchmark"}
+	if r.cfg.pin {
+		need = append(need, "taskset")
+	}
+	for _, bin := range need {
+		if _, err := exec.LookPath(bin); err != nil {
+			return err
+		}
+	}
+	var err error
+	if r.tmp, err = os.MkdirTemp("", "throttled-persist-"); err != nil {
+		return err
+	}
+	defer os.RemoveAll(r.tmp)
+	defer r.stopAll() // before the folder goes
+	if r.bin, err = buildThrottled(ctx, r.tmp, r.logf); err != nil {
+		return err
+	}
+	began := time.Now()
+	r.writeHeader(ctx, stdout)
+
+	var filled []*server // the memory part's persisted servers, reused by restart
+	if !r.cfg.skip["throughput"] {
+		if err := r.throughput(ctx, stdout); err != nil {
+			return err
+		}
+		r.stopAll() // free CPU and memory for the next parts
+	}
+	if !r.cfg.skip["memory"] {
+		if filled, err = r.memory(ctx, stdout); err != nil {
+			return err
+		}
+	}
+	if !r.cfg.skip["restart"] {
+		if err := r.restart(ctx, stdout, filled); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(stdout, "\nWhole run: %s. Load average at the end: %s.\n", time.Since(began).Round(time.Second), loadavg())
+	return nil
+}
+
+func (r *runner) writeHeader(ctx context.Context, w io.Writer) {
+	goVersion := runtime.Version() + " (runner)"
+	if bi, err := buildinfo.ReadFile(r.bin); err == nil {
+		goVersion = bi.GoVersion + " (throttled binary)"
+	}
+	fmt.Fprintf(w, "## Durability and memory: throttled vs redis-server\n\n")
+	fmt.Fprintf(w, "- Command: `%s`\n", strings.TrimSpace("go run ./bench/persist "+shellWords(r.cfg.argv)))
+	fmt.Fprintf(w, "- Date: %s\n", time.Now().UTC().Format("2006-01-02 15:04 MST"))
+	fmt.Fprintf(w, "- Machine: %s\n", machine())
+	fmt.Fprintf(w, "- Go: %s; throttled built from ./cmd/throttled, every instance with `--threads 1`\n", goVersion)
+	fmt.Fprintf(w, "- redis-server: %s\n", firstLine(ctx, "redis-server", "--version"))
+	fmt.Fprintf(w, "- Client: %s\n", firstLine(ctx, "redis-benchmark", "--version"))
+	fmt.Fprintf(w, "- Load average at the start (1, 5, 15 min): %s\n", loadavg())
+	if r.cfg.pin {
+		fmt.Fprintf(w, "- CPUs (-pin): servers on CPU 0 (`%s`), redis-benchmark on the rest (`%s`)\n",
+			strings.Join(r.serverWrap(), " "), strings.Join(r.clientWrap(), " "))
+	} else {
+		fmt.Fprintf(w, "- CPUs: the client and the servers share all of them\n")
+	}
+}
+
+// serverWrap runs the servers on CPU 0 with -pin (they are measured one at a
+// time, so they never share it during a measurement).
+func (r *runner) serverWrap() []string {
+	if !r.cfg.pin {
+		return nil
+	}
+	return []string{"taskset", "-c", "0"}
+}
+
+// clientWrap runs redis-benchmark on the CPUs the servers do not use.
+func (r *runner) clientWrap() []string {
+	if !r.cfg.pin {
+		return nil
+	}
+	cpus := "1"
+	if n := runtime.NumCPU(); n > 2 {
+		cpus = fmt.Sprintf("1-%d", n-1)
+	}
+	return []string{"taskset", "-c", cpus}
+}
+
+// server is one throttled or redis-server instance.
+type server struct {
+	label string
+	redis bool
+	args  []string // after --bind and --port
+	dir   string   // data folder (--dir), "" when it has none
+
+	addr string
+	p    *proc.Process
+	sha  string // of gcra.lua, on redis-server
+}
+
+// throttle returns the rate-limit call on key with CL.THROTTLE's arguments
+// (max_burst, count, period): CL.THROTTLE on throttled, gcra.lua on redis.
+func (s *server) throttle(key string, params ...string) []string {
+	if s.redis {
+		return append(append([]string{"EVALSHA", s.sha, "1", key}, params...), "1")
+	}
+	return append([]string{"CL.THROTTLE", key}, params...)
+}
+
+// start runs s on a free port and returns the time from starting the process
+// until it answered PING. On redis-server it then loads gcra.lua.
+func (r *runner) start(ctx context.Context, s *server) (time.Duration, error) {
+	if s.dir != "" {
+		if err := os.MkdirAll(s.dir, 0o755); err != nil {
+			return 0, err
+		}
+	}
+	port, err := proc.FreePort()
+	if err != nil {
+		return 0, err
+	}
+	s.addr = proc.Addr(port)
+	name, path := "throttled", r.bin
+	if s.redis {
+		name, path = "redis-server", "redis-server"
+	}
+	args := append([]string{"--bind", "127.0.0.1", "--port", strconv.Itoa(port)}, s.args...)
+	if s.dir != "" {
+		args = append(args, "--dir", s.dir)
+	}
+	r.logf("starting %s: %s %s", s.label, name, shellWords(args))
+	began := time.Now()
+	p, err := proc.Start(ctx, proc.Config{Name: s.label, Path: path, Args: args, Addr: s.addr,
+		Dir: r.tmp, Timeout: 5 * time.Minute, Wrap: r.serverWrap()})
+	took := time.Since(began)
+	if err != nil {
+		return 0, err
+	}
+	s.p = p
+	r.procs = append(r.procs, p)
+	if s.redis {
+		if s.sha, err = loadScript(ctx, s.addr); err != nil {
+			return 0, fmt.Errorf("%s: load gcra.lua: %w", s.label, err)
+		}
+	}
+	return took, nil
+}
+
+// stopAll stops every process started so far (SIGTERM, SIGKILL after 5 s).
+func (r *runner) stopAll() {
+	for _, p := range slices.Backward(r.procs) {
+		if err := p.Stop(); err != nil {
+			r.logf("stop %s: %v", p.Name, err)
+		}
+	}
+	r.procs = nil
+}
+
+// alive fails if a server has exited, with its output.
+func alive(servers ...*server) error {
+	for _, s := range servers {
+		select {
+		case <-s.p.Exited():
+			return fmt.Errorf("%s exited: %v\n--- its output ---\n%s", s.label, s.p.Stop(), s.p.Output())
+		default:
+		}
+	}
+	return nil
+}
+
+func buildThrottled(ctx context.Context, tmp string, logf func(string, ...any)) (string, error) {
+	out, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %w", err)
+	}
+	gomod := strings.TrimSpace(string(out))
+	if gomod == "" || gomod == os.DevNull {
+		return "", errors.New("not inside the throttled module: run from the repository")
+	}
+	bin := filepath.Join(tmp, "throttled")
+	logf("building ./cmd/throttled")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/throttled")
+	cmd.Dir = filepath.Dir(gomod)
+	cmd.SysProcAttr = procattr.Child()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build ./cmd/throttled: %w\n%s", err, out)
+	}
+	return bin, nil
+}
+
+func loadScript(ctx context.Context, addr string) (string, error) {
+	c, err := respconn.Dial(ctx, addr, 5*time.Second)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	v, err := c.Do("SCRIPT", "LOAD", bench.GCRALua)
+	if err != nil {
+		return "", err
+	}
+	if sha, ok := v.(string); ok && len(sha) == 40 {
+		return sha, nil
+	}
+	return "", fmt.Errorf("SCRIPT LOAD answered %v", v)
+}
+
+// firstLine runs "bin arg" and returns the first line of its output.
+func firstLine(ctx context.Context, bin, arg string) string {
+	out, err := exec.CommandContext(ctx, bin, arg).Output()
+	if err != nil {
+		return "unknown (" + err.Error() + ")"
+	}
+	line, _, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
+	return line
+}
+
+// machine is the CPU count and model, from /proc/cpuinfo when it is there.
+func machine() string {
+	out := fmt.Sprintf("%d CPUs, %s/%s", runtime.NumCPU(), runtime.GOOS, runtime.GOARCH)
+	b, _ := os.ReadFile("/proc/cpuinfo")
+	for line := range strings.Lines(string(b)) {
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+			return out + ", " + strings.TrimSpace(v)
+		}
+	}
+	return out
+}
+
+// loadavg is the 1, 5 and 15 minute load averages from /proc/loadavg: other
+// work on a shared machine shows up here.
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) >= 3 {
+		return strings.Join(f[:3], " ")
+	}
+	return "unknown"
+}

@@ -1,0 +1,75 @@
+package main
+
+import (
+	"io"
+	"slices"
+	"testing"
+	"time"
+)
+
+func TestParseFlags(t *testing.T) {
+	c, err := parseFlags([]string{"-P", "1, 4,16", "-skip", "memory,restart", "-keys", "10"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(c.pipelines, []int{1, 4, 16}) || !c.skip["memory"] || !c.skip["restart"] || c.skip["throughput"] || c.keys != 10 {
+		t.Errorf("got %+v", c)
+	}
+	for _, args := range [][]string{{"-skip", "disk"}, {"-P", "0"}, {"-runs", "0"}, {"extra"}} {
+		if _, err := parseFlags(args, io.Discard); err == nil {
+			t.Errorf("parseFlags(%q): want an error", args)
+		}
+	}
+}
+
+func TestLoadTook(t *testing.T) {
+	tests := map[string]string{
+		`time=2026-11-22T05:00:00.000Z level=INFO msg="loaded data folder" dir=/tmp/x keys=1000000 appendfsync=everysec took=1.234s`: "1.23 s",
+		`time=2026-11-22T05:00:00.000Z level=INFO msg="loaded data folder" dir=/tmp/x keys=0 appendfsync=always took=850ms`:          "0.85 s",
+		"1:M 22 Nov 2026 05:00:00.000 * DB loaded from append only file: 2.345 seconds":                                              "2.35 s",
+		"nothing here": "-",
+	}
+	for log, want := range tests {
+		if got := loadTook(log); got != want {
+			t.Errorf("loadTook(%q) = %q, want %q", log, got, want)
+		}
+	}
+}
+
+func TestParseRSS(t *testing.T) {
+	got, err := parseRSS("Name:\tredis-server\nVmPeak:\t  100 kB\nVmRSS:\t    2048 kB\n")
+	if err != nil || got != 2048<<10 {
+		t.Errorf("parseRSS = %d, %v; want %d", got, err, 2048<<10)
+	}
+	if _, err := parseRSS("Name:\tx\n"); err == nil {
+		t.Error("parseRSS without VmRSS: want an error")
+	}
+}
+
+func TestFormat(t *testing.T) {
+	if m := median([]float64{3, 1, 2}); m != 2 {
+		t.Errorf("median odd = %v", m)
+	}
+	if m := median([]float64{4, 1, 3, 2}); m != 2.5 {
+		t.Errorf("median even = %v", m)
+	}
+	for n, want := range map[int64]string{0: "0", 999: "999", 1000: "1,000", 1234567: "1,234,567", -1000: "-1,000"} {
+		if got := thousands(n); got != want {
+			t.Errorf("thousands(%d) = %q, want %q", n, got, want)
+		}
+	}
+	if got := barCell(0.25, true, false); got != "**0.25 ✗**" {
+		t.Errorf("barCell missed = %q", got)
+	}
+}
+
+func TestParseCPUTime(t *testing.T) {
+	stat := "1234 (redis server) S 1 1234 1234 0 -1 4194560 500 0 0 0 150 25 0 0 20 0 4 0 100 0 0"
+	got, err := parseCPUTime(stat)
+	if want := 1750 * time.Millisecond; err != nil || got != want {
+		t.Errorf("parseCPUTime = %v, %v; want %v", got, err, want)
+	}
+	if _, err := parseCPUTime("garbage"); err == nil {
+		t.Error("parseCPUTime(garbage): want an error")
+	}
+}

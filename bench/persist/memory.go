@@ -1,0 +1,365 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/throttleddb/throttled/internal/respconn"
+)
+
+// fillParams are CL.THROTTLE's max_burst, count and period for the keys of
+// parts 2 and 3: one call leaves a key that lives an hour.
+var fillParams = []string{"10", "1", "3600"}
+
+// fillBatch is how many calls go in one pipeline while filling.
+const fillBatch = 1000
+
+// RSS has settled when it stays within rssTolerance for rssQuiet; waiting
+// gives up after rssDeadline.
+const (
+	rssQuiet    = 2 * time.Second
+	rssDeadline = 60 * time.Second
+)
+
+func rssTolerance(rss int64) int64 { return max(1<<20, rss/200) } // 1 MiB or 0.5%
+
+// persistedServers are the servers the restart part stops and starts again.
+func (r *runner) persistedServers() []*server {
+	return []*server{
+		{label: "throttled, data folder (everysec)", args: []string{"--threads", "1"}, dir: filepath.Join(r.tmp, "m-throttled")},
+		{label: "redis-server, AOF everysec", redis: true, args: []string{"--save", "", "--appendonly", "yes", "--appendfsync", "everysec"}, dir: filepath.Join(r.tmp, "m-redis")},
+	}
+}
+
+// memResult is what the memory part measured on one server.
+type memResult struct {
+	s                   *server
+	idle, full          int64 // RSS in bytes, before and after filling
+	settled             bool  // full RSS stopped changing before rssDeadline
+	usedMemory, dataset int64 // INFO memory after filling
+	fill                time.Duration
+}
+
+// memory starts each server fresh, one at a time, fills it with keys and
+// reports its memory. The persisted servers are left running, filled, and
+// returned for the restart part.
+func (r *runner) memory(ctx context.Context, w io.Writer) ([]*server, error) {
+	persisted := r.persistedServers()
+	servers := []*server{
+		{label: "throttled, in memory", args: []string{"--threads", "1", "--persistence", "off"}},
+		persisted[0],
+		{label: "redis-server, no AOF", redis: true, args: []string{"--save", "", "--appendonly", "no"}},
+		persisted[1],
+	}
+	var res []memResult
+	for _, s := range servers {
+		m := memResult{s: s}
+		if _, err := r.start(ctx, s); err != nil {
+			return nil, err
+		}
+		var err error
+		if m.idle, _, err = settledRSS(ctx, s.p.Pid()); err != nil {
+			return nil, err
+		}
+		if m.fill, err = r.fill(ctx, s); err != nil {
+			return nil, err
+		}
+		if m.full, m.settled, err = settledRSS(ctx, s.p.Pid()); err != nil {
+			return nil, err
+		}
+		info, err := infoFields(ctx, s.addr, "memory")
+		if err != nil {
+			return nil, err
+		}
+		m.usedMemory, _ = strconv.ParseInt(info["used_memory"], 10, 64)
+		m.dataset, _ = strconv.ParseInt(info["used_memory_dataset"], 10, 64)
+		r.logf("%s: RSS %s idle, %s with %d keys", s.label, mib(m.idle), mib(m.full), r.cfg.keys)
+		res = append(res, m)
+		if s.dir == "" {
+			if err := s.p.Stop(); err != nil {
+				return nil, err
+			}
+		}
+	}
+
+	keys := int64(r.cfg.keys)
+	fmt.Fprintf(w, "\n### Memory for %s idle CL.THROTTLE keys\n\n", thousands(keys))
+	fmt.Fprintf(w, "Each server fresh and alone, keys `k:0`..`k:%d` written with `CL.THROTTLE k:<i> %s` (redis-server: `EVALSHA <sha of bench/gcra.lua> 1 k:<i> %s 1`), "+
+		"pipelined %d at a time on one connection; each key then lives an hour. "+
+		"RSS is VmRSS once it stayed within 1 MiB (or 0.5%%) for %v; growth = RSS after - RSS before writing. "+
+		"used_memory is Go's HeapAlloc on throttled (live data plus garbage not yet collected) and the allocator's figure on redis-server.\n\n",
+		keys-1, strings.Join(fillParams, " "), strings.Join(fillParams, " "), fillBatch, rssQuiet)
+	fmt.Fprintf(w, "| server | flags | idle RSS | RSS with keys | growth | growth per key | used_memory | used_memory_dataset | write time |\n")
+	fmt.Fprintf(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, m := range res {
+		settled := ""
+		if !m.settled {
+			settled = fmt.Sprintf(" (still moving after %v)", rssDeadline)
+		}
+		fmt.Fprintf(w, "| %s | `%s` | %s | %s%s | %s | %d B | %s | %s | %.1f s |\n",
+			m.s.label, flagsText(m.s), mib(m.idle), mib(m.full), settled, mib(m.full-m.idle),
+			(m.full-m.idle)/keys, mib(m.usedMemory), mib(m.dataset), m.fill.Seconds())
+	}
+	fmt.Fprintf(w, "\n| ratio | RSS growth | RSS | used_memory | bar (RSS growth) |\n|---|---:|---:|---:|---|\n")
+	for _, q := range [][2]int{{0, 2}, {1, 2}, {1, 3}} {
+		a, b := res[q[0]], res[q[1]]
+		g := float64(a.full-a.idle) / float64(b.full-b.idle)
+		fmt.Fprintf(w, "| %s / %s | %s | %.2f | %.2f | ≤ 1.0 |\n", a.s.label, b.s.label, barCell(g, true, g <= 1),
+			float64(a.full)/float64(b.full), float64(a.usedMemory)/float64(b.usedMemory))
+	}
+	return persisted, nil
+}
+
+// restart stops each persisted server cleanly and starts it again on the same
+// folder. filled holds the servers the memory part left running; when it is
+// nil (-skip memory) they are started and filled here.
+func (r *runner) restart(ctx context.Context, w io.Writer, filled []*server) error {
+	if filled == nil {
+		filled = r.persistedServers()
+		for _, s := range filled {
+			if _, err := r.start(ctx, s); err != nil {
+				return err
+			}
+			if _, err := r.fill(ctx, s); err != nil {
+				return err
+			}
+		}
+	}
+	fmt.Fprintf(w, "\n### Restart with %s keys\n\n", thousands(int64(r.cfg.keys)))
+	fmt.Fprintf(w, "The data-folder servers of the memory part (filled here if it was skipped) are stopped with SIGTERM and started again with the same flags on the same folder. "+
+		"\"start to PING\" runs from starting the process until it answers PONG (polled every 10 ms); "+
+		"\"server's own figure\" is the `took` of throttled's `loaded data folder` log line and redis-server's `DB loaded from append only file` line.\n\n")
+	fmt.Fprintf(w, "| server | SIGTERM to exit | folder on disk | start to PING | server's own figure | DBSIZE after | RSS after |\n")
+	fmt.Fprintf(w, "|---|---:|---:|---:|---:|---:|---:|\n")
+	for _, s := range filled {
+		if s.redis { // a rewrite under way would be cut short by the stop
+			if err := waitAOFRewrite(ctx, s.addr); err != nil {
+				return err
+			}
+		}
+		began := time.Now()
+		if err := s.p.Stop(); err != nil {
+			return fmt.Errorf("%w\n--- its output ---\n%s", err, s.p.Output())
+		}
+		stopped := time.Since(began)
+		size, err := dirSize(s.dir)
+		if err != nil {
+			return err
+		}
+		took, err := r.start(ctx, s)
+		if err != nil {
+			return err
+		}
+		own := loadTook(s.p.Output())
+		c, err := respconn.Dial(ctx, s.addr, time.Minute)
+		if err != nil {
+			return err
+		}
+		n, err := c.Do("DBSIZE")
+		c.Close()
+		if err != nil {
+			return err
+		}
+		rss, _, err := settledRSS(ctx, s.p.Pid())
+		if err != nil {
+			return err
+		}
+		check := ""
+		if n != int64(r.cfg.keys) {
+			check = fmt.Sprintf(" **✗ want %d**", r.cfg.keys)
+		}
+		r.logf("%s: restarted in %v (own figure %s), DBSIZE %v", s.label, took.Round(time.Millisecond), own, n)
+		fmt.Fprintf(w, "| %s | %.2f s | %s | %.2f s | %s | %v%s | %s |\n",
+			s.label, stopped.Seconds(), mib(size), took.Seconds(), own, n, check, mib(rss))
+	}
+	return nil
+}
+
+// fill writes keys k:0..k:<keys-1> to s, pipelined, and checks that every
+// call was allowed and that DBSIZE is then the number of keys.
+func (r *runner) fill(ctx context.Context, s *server) (time.Duration, error) {
+	c := redis.NewClient(&redis.Options{Addr: s.addr, Protocol: 2, DisableIdentity: true,
+		PoolSize: 1, ReadTimeout: time.Minute, WriteTimeout: time.Minute})
+	defer c.Close()
+	began := time.Now()
+	for lo := 0; lo < r.cfg.keys; lo += fillBatch {
+		cmds, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i := lo; i < min(lo+fillBatch, r.cfg.keys); i++ {
+				var args []any
+				for _, a := range s.throttle("k:"+strconv.Itoa(i), fillParams...) {
+					args = append(args, a)
+				}
+				p.Do(ctx, args...)
+			}
+			return nil
+		})
+		if err != nil {
+			return 0, fmt.Errorf("%s: writing keys: %w", s.label, err)
+		}
+		for _, cmd := range cmds {
+			if v, err := cmd.(*redis.Cmd).Int64Slice(); err != nil || len(v) != 5 || v[0] != 0 {
+				return 0, fmt.Errorf("%s: %v answered %v, %v; want an allowed call", s.label, cmd.Args(), v, err)
+			}
+		}
+	}
+	took := time.Since(began)
+	n, err := c.DBSize(ctx).Result()
+	if err != nil {
+		return 0, err
+	}
+	if n != int64(r.cfg.keys) {
+		return 0, fmt.Errorf("%s: DBSIZE is %d after writing %d keys", s.label, n, r.cfg.keys)
+	}
+	r.logf("%s: wrote %d keys in %v (%.0f/s)", s.label, r.cfg.keys, took.Round(time.Millisecond), float64(r.cfg.keys)/took.Seconds())
+	return took, nil
+}
+
+// settledRSS polls the resident set size of pid until it has stayed within
+// rssTolerance for rssQuiet, and returns it. After rssDeadline it returns the
+// last figure with settled false.
+func settledRSS(ctx context.Context, pid int) (rss int64, settled bool, err error) {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	began := time.Now()
+	if rss, err = readRSS(pid); err != nil {
+		return 0, false, err
+	}
+	lo, hi, since := rss, rss, began
+	for {
+		select {
+		case <-ctx.Done():
+			return 0, false, ctx.Err()
+		case now := <-tick.C:
+			if rss, err = readRSS(pid); err != nil {
+				return 0, false, err
+			}
+			lo, hi = min(lo, rss), max(hi, rss)
+			switch {
+			case hi-lo > rssTolerance(rss):
+				lo, hi, since = rss, rss, now
+			case now.Sub(since) >= rssQuiet:
+				return rss, true, nil
+			}
+			if now.Sub(began) >= rssDeadline {
+				return rss, false, nil
+			}
+		}
+	}
+}
+
+// readRSS returns VmRSS from /proc/<pid>/status, in bytes.
+func readRSS(pid int) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	return parseRSS(string(b))
+}
+
+func parseRSS(status string) (int64, error) {
+	for line := range strings.Lines(status) {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return kb << 10, err
+		}
+	}
+	return 0, fmt.Errorf("no VmRSS line in /proc/<pid>/status")
+}
+
+// infoFields returns the name:value lines of INFO section.
+func infoFields(ctx context.Context, addr, section string) (map[string]string, error) {
+	c, err := respconn.Dial(ctx, addr, 10*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	v, err := c.Do("INFO", section)
+	if err != nil {
+		return nil, err
+	}
+	text, _ := v.(string)
+	out := map[string]string{}
+	sc := bufio.NewScanner(strings.NewReader(text))
+	for sc.Scan() {
+		if k, v, ok := strings.Cut(strings.TrimSpace(sc.Text()), ":"); ok {
+			out[k] = v
+		}
+	}
+	return out, nil
+}
+
+// waitAOFRewrite waits until redis-server has no AOF rewrite running or
+// scheduled.
+func waitAOFRewrite(ctx context.Context, addr string) error {
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		info, err := infoFields(ctx, addr, "persistence")
+		if err != nil {
+			return err
+		}
+		if info["aof_rewrite_in_progress"] == "0" && info["aof_rewrite_scheduled"] == "0" {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s: AOF rewrite still running after 5 minutes", addr)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+var (
+	throttledTook = regexp.MustCompile(`msg="loaded data folder".* took=(\S+)`)
+	redisTook     = regexp.MustCompile(`DB loaded from append only file: ([0-9.]+) seconds`)
+)
+
+// loadTook finds the server's own load time in its log: throttled's
+// "loaded data folder ... took=1.234s", redis-server's "DB loaded from
+// append only file: 1.234 seconds". "-" when there is none.
+func loadTook(log string) string {
+	if m := throttledTook.FindStringSubmatch(log); m != nil {
+		if d, err := time.ParseDuration(m[1]); err == nil {
+			return fmt.Sprintf("%.2f s", d.Seconds())
+		}
+	}
+	if m := redisTook.FindStringSubmatch(log); m != nil {
+		if s, err := strconv.ParseFloat(m[1], 64); err == nil {
+			return fmt.Sprintf("%.2f s", s)
+		}
+	}
+	return "-"
+}
+
+// dirSize is the total size of the files under dir.
+func dirSize(dir string) (int64, error) {
+	var n int64
+	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		n += info.Size()
+		return nil
+	})
+	return n, err
+}
+
+// mib formats a byte count in MiB.
+func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }

@@ -1,0 +1,306 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/throttleddb/throttled/bench/internal/redisbench"
+	"github.com/throttleddb/throttled/internal/respconn"
+)
+
+// Part 1 runs redis-benchmark with these settings (as bench/compare does).
+const (
+	benchClients  = 50
+	benchKeySpace = 100000
+)
+
+// benchParams are CL.THROTTLE's max_burst, count and period: keys live ~2 s,
+// so nearly every call is allowed and writes.
+var benchParams = []string{"15", "30", "60"}
+
+// ratio is one line of a ratio table: servers[num] / servers[den]. A bar
+// above 0 must be reached at pipeline depth barAt (0: at every depth).
+type ratio struct {
+	label    string
+	num, den int
+	bar      float64
+	barAt    int
+}
+
+func (r *runner) throughput(ctx context.Context, w io.Writer) error {
+	dir := func(name string) string { return filepath.Join(r.tmp, name) }
+	noAOF := []string{"--save", "", "--appendonly", "no"}
+	aof := func(policy string) []string {
+		return []string{"--save", "", "--appendonly", "yes", "--appendfsync", policy}
+	}
+	// Each throttled mode next to the redis-server with the same policy.
+	servers := []*server{
+		{label: "throttled, in memory", args: []string{"--threads", "1", "--persistence", "off"}},
+		{label: "redis-server, no AOF", redis: true, args: noAOF},
+		{label: "throttled, everysec", args: []string{"--threads", "1", "--appendfsync", "everysec"}, dir: dir("t-everysec")},
+		{label: "redis-server, AOF everysec", redis: true, args: aof("everysec"), dir: dir("r-everysec")},
+		{label: "throttled, always", args: []string{"--threads", "1", "--appendfsync", "always"}, dir: dir("t-always")},
+		{label: "redis-server, AOF always", redis: true, args: aof("always"), dir: dir("r-always")},
+	}
+	ratios := []ratio{
+		{"throttled everysec / throttled in memory", 2, 0, 0.8, 0},
+		{"throttled always / throttled in memory", 4, 0, 0.3, 16},
+		{"throttled in memory / redis-server no AOF", 0, 1, 0, 0},
+		{"throttled everysec / redis-server AOF everysec", 2, 3, 0, 0},
+		{"throttled always / redis-server AOF always", 4, 5, 0, 0},
+	}
+	for _, s := range servers {
+		if _, err := r.start(ctx, s); err != nil {
+			return err
+		}
+		if err := preflight(ctx, s); err != nil {
+			return err
+		}
+	}
+
+	results := map[[2]int][]float64{} // {pipeline, server index} -> rps of each run
+	for _, pl := range r.cfg.pipelines {
+		for run := range r.cfg.runs {
+			order := []int{0, 1, 2, 3, 4, 5}
+			if run%2 == 1 { // alternate who goes first
+				slices.Reverse(order)
+			}
+			for _, i := range order {
+				s := servers[i]
+				if err := alive(servers...); err != nil {
+					return err
+				}
+				if err := r.waitIdle(ctx, servers); err != nil {
+					return err
+				}
+				bctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+				res, err := redisbench.Run(bctx, redisbench.Options{
+					Addr: s.addr, Clients: benchClients, Requests: r.cfg.requests, KeySpace: benchKeySpace,
+					Pipeline: pl, Command: s.throttle("k:__rand_int__", benchParams...), Wrap: r.clientWrap(),
+				})
+				cancel()
+				if err != nil {
+					if ctx.Err() == nil {
+						err = fmt.Errorf("%s: %w\n--- server output ---\n%s", s.label, err, s.p.Output())
+					}
+					return err
+				}
+				k := [2]int{pl, i}
+				results[k] = append(results[k], res.RPS)
+				r.logf("P=%-3d run %d/%d  %-28s %9.0f rps", pl, run+1, r.cfg.runs, s.label, res.RPS)
+			}
+		}
+	}
+
+	fmt.Fprintf(w, "\n### Throughput under each fsync policy\n\n")
+	fmt.Fprintf(w, "redis-benchmark `-c %d -n %d -r %d -P <p> -q --csv`, sending `%s` to throttled and `%s` to redis-server. "+
+		"Requests per second, median of %d runs (± half the min-max range, in %% of the median); servers interleaved, order reversed every other run; before each measurement the servers must have been idle for a second (at most 20 ms of CPU).\n\n",
+		benchClients, r.cfg.requests, benchKeySpace, strings.Join(servers[0].throttle("k:__rand_int__", benchParams...), " "),
+		"EVALSHA <sha of bench/gcra.lua> 1 k:__rand_int__ "+strings.Join(benchParams, " ")+" 1", r.cfg.runs)
+	fmt.Fprintf(w, "| server | flags |")
+	for _, pl := range r.cfg.pipelines {
+		fmt.Fprintf(w, " P=%d rps |", pl)
+	}
+	fmt.Fprintf(w, "\n|---|---|%s\n", strings.Repeat("---:|", len(r.cfg.pipelines)))
+	for i, s := range servers {
+		fmt.Fprintf(w, "| %s | `%s` |", s.label, flagsText(s))
+		for _, pl := range r.cfg.pipelines {
+			fmt.Fprintf(w, " %s |", rpsCell(results[[2]int{pl, i}]))
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintf(w, "\n| ratio |")
+	for _, pl := range r.cfg.pipelines {
+		fmt.Fprintf(w, " P=%d |", pl)
+	}
+	fmt.Fprintf(w, " bar |\n|---|%s---|\n", strings.Repeat("---:|", len(r.cfg.pipelines)))
+	for _, q := range ratios {
+		fmt.Fprintf(w, "| %s |", q.label)
+		for _, pl := range r.cfg.pipelines {
+			v := median(results[[2]int{pl, q.num}]) / median(results[[2]int{pl, q.den}])
+			fmt.Fprintf(w, " %s |", barCell(v, q.bar > 0 && (q.barAt == 0 || q.barAt == pl), v >= q.bar))
+		}
+		switch {
+		case q.bar == 0:
+			fmt.Fprintf(w, " - |\n")
+		case q.barAt == 0:
+			fmt.Fprintf(w, " ≥ %.1f |\n", q.bar)
+		default:
+			fmt.Fprintf(w, " ≥ %.1f at P=%d |\n", q.bar, q.barAt)
+		}
+	}
+	return nil
+}
+
+// waitIdle waits until the servers together have used at most 20 ms of CPU
+// over the last second (they run on one CPU with -pin), so that one server's
+// leftover work, such as expiring the previous run's keys or a Pebble
+// compaction, does not land in another's measurement. It gives up after 30 s.
+func (r *runner) waitIdle(ctx context.Context, servers []*server) error {
+	const window, busy, deadline = time.Second, 20 * time.Millisecond, 30 * time.Second
+	cpu := func() (time.Duration, error) {
+		var sum time.Duration
+		for _, s := range servers {
+			d, err := cpuTime(s.p.Pid())
+			if err != nil {
+				return 0, err
+			}
+			sum += d
+		}
+		return sum, nil
+	}
+	began := time.Now()
+	last, err := cpu()
+	for err == nil {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(window):
+		}
+		var now time.Duration
+		if now, err = cpu(); err == nil && now-last <= busy {
+			return nil
+		}
+		if time.Since(began) > deadline {
+			r.logf("servers still busy after %v (%v of CPU in the last %v); measuring anyway", deadline, now-last, window)
+			return nil
+		}
+		last = now
+	}
+	return err
+}
+
+// cpuTime is the user plus system CPU time of process pid so far.
+func cpuTime(pid int) (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	return parseCPUTime(string(b))
+}
+
+// parseCPUTime reads utime and stime (fields 14 and 15, in clock ticks of
+// 10 ms) from a /proc/<pid>/stat line. The command name in parentheses may
+// hold blanks, so fields are counted after its closing parenthesis.
+func parseCPUTime(stat string) (time.Duration, error) {
+	i := strings.LastIndexByte(stat, ')')
+	f := strings.Fields(stat[i+1:]) // f[0] is field 3
+	if i < 0 || len(f) < 13 {
+		return 0, fmt.Errorf("bad /proc/<pid>/stat line %q", stat)
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, err
+	}
+	return time.Duration(utime+stime) * 10 * time.Millisecond, nil
+}
+
+// preflight sends the benchmark's command once and wants an allowed
+// CL.THROTTLE reply, so that redis-benchmark is not timing errors.
+func preflight(ctx context.Context, s *server) error {
+	c, err := respconn.Dial(ctx, s.addr, 5*time.Second)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	cmd := s.throttle("persist-preflight", benchParams...)
+	v, err := c.Do(cmd...)
+	if err == nil {
+		var ints []int64
+		if ints, err = respconn.Ints(v); err == nil && (len(ints) != 5 || ints[0] != 0) {
+			err = fmt.Errorf("reply %v", ints)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("preflight %s: %q: %w", s.label, strings.Join(cmd, " "), err)
+	}
+	return nil
+}
+
+// flagsText is the server's flags as typed in a shell, the data folder
+// shown as <tmp>.
+func flagsText(s *server) string {
+	out := shellWords(s.args)
+	if s.dir != "" {
+		out += " --dir <tmp>"
+	}
+	return out
+}
+
+// shellWords joins args with blanks, an empty one shown as "".
+func shellWords(args []string) string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		if a == "" {
+			a = `""`
+		}
+		out[i] = a
+	}
+	return strings.Join(out, " ")
+}
+
+// barCell formats a ratio, marked ✓ or ✗ when a bar applies to it.
+func barCell(v float64, applies, met bool) string {
+	switch {
+	case math.IsNaN(v) || math.IsInf(v, 0):
+		return "-"
+	case !applies:
+		return fmt.Sprintf("%.2f", v)
+	case met:
+		return fmt.Sprintf("%.2f ✓", v)
+	}
+	return fmt.Sprintf("**%.2f ✗**", v)
+}
+
+func rpsCell(xs []float64) string {
+	if len(xs) == 0 {
+		return "-"
+	}
+	m := median(xs)
+	out := thousands(int64(math.Round(m)))
+	if len(xs) > 1 {
+		out += fmt.Sprintf(" ±%.0f%%", 100*(slices.Max(xs)-slices.Min(xs))/2/m)
+	}
+	return out
+}
+
+// median of xs; NaN when empty.
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return math.NaN()
+	}
+	s := slices.Sorted(slices.Values(xs))
+	m := len(s) / 2
+	if len(s)%2 == 1 {
+		return s[m]
+	}
+	return (s[m-1] + s[m]) / 2
+}
+
+// thousands formats n as 1,234,567.
+func thousands(n int64) string {
+	s := fmt.Sprint(n)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	for i := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteByte(s[i])
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
+}
