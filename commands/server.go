@@ -128,6 +128,10 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
+// CommandsProcessed returns how many commands have run (INFO's
+// total_commands_processed).
+func (s *Server) CommandsProcessed() int64 { return s.commandsProcessed.Load() }
+
 // requirePass returns the password clients must AUTH with ("" for none).
 func (s *Server) requirePass() string { return *s.password.Load() }
 

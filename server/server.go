@@ -43,6 +43,10 @@ type Config struct {
 	// AppendFsync is the fsync policy for Dir: always, everysec (default)
 	// or no, as Redis' appendfsync.
 	AppendFsync string
+	// ReleaseIdleMemory returns the memory garbage holds to the operating
+	// system once the node goes idle after a burst (see idlemem.go). It acts
+	// on the whole process, so main sets it and tests leave it off.
+	ReleaseIdleMemory bool
 	// ConfigFile is the file the settings came from, for INFO and CONFIG GET.
 	ConfigFile string
 	Logger     *slog.Logger
@@ -131,6 +135,9 @@ func Start(cfg Config) (*Node, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	n.cancel = cancel
 	go st.Sweep(ctx, clk.Now)
+	if cfg.ReleaseIdleMemory {
+		go releaseIdleMemory(ctx, cmds.CommandsProcessed, idleCheck)
+	}
 	go func() {
 		defer close(n.done)
 		if err := n.net.Serve(ln); err != nil && !errors.Is(err, resp.ErrServerClosed) {

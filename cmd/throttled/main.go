@@ -128,6 +128,7 @@ func run(args []string, stderr io.Writer) error {
 		debug.SetMemoryLimit(goMemoryLimit(s.MaxMemory))
 	}
 	cfg := s.Config
+	cfg.ReleaseIdleMemory = true
 	cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 
 	n, err := server.Start(cfg)

@@ -1,0 +1,55 @@
+package server
+
+import (
+	"context"
+	"runtime/debug"
+	"runtime/metrics"
+	"time"
+)
+
+// Go's garbage collector lets the heap grow to about twice the live data
+// before it collects, and hands freed pages back to the operating system only
+// slowly. After a burst of writes (a million new keys, a flood of unique
+// keys) the process therefore keeps tens of megabytes of garbage resident
+// long after the burst. releaseIdleMemory collects and returns that memory
+// once the node has been idle for a moment, as Redis' allocator purges its
+// dirty pages: an idle node's RSS follows its live keys.
+
+const (
+	// idleCheck is how often the node looks at its activity.
+	idleCheck = time.Second
+	// idleAllocs is how much must have been allocated since the last
+	// release for another one to be worth a full collection.
+	idleAllocs = 16 << 20
+)
+
+// releaseIdleMemory runs until ctx is done, looking every interval.
+// processed is the node's command counter: a tick with no new command is
+// idle.
+func releaseIdleMemory(ctx context.Context, processed func() int64, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	sample := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
+	allocs := func() uint64 {
+		metrics.Read(sample)
+		return sample[0].Value.Uint64()
+	}
+	last, released := processed(), allocs()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		now := processed()
+		busy := now != last
+		last = now
+		if busy {
+			continue
+		}
+		if a := allocs(); a-released >= idleAllocs {
+			debug.FreeOSMemory()
+			released = allocs()
+		}
+	}
+}
