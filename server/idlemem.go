@@ -17,7 +17,7 @@ import (
 
 const (
 	// idleCheck is how often the node looks at its activity.
-	idleCheck = time.Second
+	idleCheck = 250 * time.Millisecond
 	// idleAllocs is how much must have been allocated since the last
 	// release for another one to be worth a full collection.
 	idleAllocs = 16 << 20

@@ -105,27 +105,47 @@ func (s *Store) Restore(db int, key []byte, v Value, expireMs int64) {
 
 // entry is one key. Entries are held by pointer so that overwriting a live key
 // mutates it in place instead of re-inserting the key string into the map.
-// The fields of a Value are spelled out so that the access time fits in the
-// padding after the kind: 48 bytes per entry.
+// The fields of a Value are spelled out so that an entry takes 32 bytes: the
+// access time fits in the padding after the kind, and the bytes of the
+// byte-holding kinds sit behind a pointer, since most keys (counters, GCRA
+// TATs) are integers and would otherwise carry an empty 24-byte slice.
 type entry struct {
 	kind     Kind
-	atime    uint32 // last access in Unix seconds, for LRU eviction
-	n        int64  // KindInt's integer
-	b        []byte // the bytes of every other kind
-	expireMs int64  // Unix milliseconds; 0 means no expiry
+	atime    uint32  // last access in Unix seconds, for LRU eviction
+	n        int64   // KindInt's integer
+	expireMs int64   // Unix milliseconds; 0 means no expiry
+	b        *[]byte // the bytes of every other kind; nil for KindInt
 }
 
-func (e *entry) value() Value { return Value{Kind: e.kind, Int: e.n, Bytes: e.b} }
+func (e *entry) value() Value {
+	v := Value{Kind: e.kind, Int: e.n}
+	if e.b != nil {
+		v.Bytes = *e.b
+	}
+	return v
+}
 
-// EntryOverhead is what a key costs in memory besides its name and value
-// bytes: the map slot (string header, pointer, control byte, and the free
-// slots of a map between growths), the 48-byte entry and the allocation
-// rounding of the key's copy. MaxMemory counts keys at EntryOverhead +
-// len(key) + cap(value bytes); measured on a million 14-byte keys this is
-// within 2% of the Go heap they take.
-const EntryOverhead = 104
+// EntryOverhead is what a key costs in memory besides its name and value:
+// the map slot (string header, pointer, control byte, and the free slots of a
+// map between growths), the 32-byte entry and the allocation rounding of the
+// key's copy. MaxMemory counts a key at EntryOverhead + len(key) + the cost
+// of its bytes (see bytesCost); measured on a million 14-byte integer keys
+// this is within 2% of the Go heap they take.
+const EntryOverhead = 88
 
-func cost(key []byte, b []byte) int64 { return EntryOverhead + int64(len(key)) + int64(cap(b)) }
+// boxOverhead is the allocation that holds a byte value's slice header.
+const boxOverhead = 32
+
+// bytesCost is what the bytes of a value cost: nothing for an integer, else
+// their capacity and the box that holds them.
+func bytesCost(b *[]byte) int64 {
+	if b == nil {
+		return 0
+	}
+	return boxOverhead + int64(cap(*b))
+}
+
+func cost(key []byte, e *entry) int64 { return EntryOverhead + int64(len(key)) + bytesCost(e.b) }
 
 type shard struct {
 	mu sync.Mutex // guards everything below
@@ -321,7 +341,7 @@ func (s *Store) remove(sh *shard, db int, key []byte, e *entry) {
 	if e.expireMs != 0 {
 		sh.expires[db]--
 	}
-	s.account(sh, db, -1, -cost(key, e.b))
+	s.account(sh, db, -1, -cost(key, e))
 	delete(sh.dbs[db], string(key))
 	sh.touch(db, key)
 	if s.journal != nil {
@@ -350,10 +370,20 @@ func (s *Store) account(sh *shard, db int, keys, bytes int64) {
 
 // setValue replaces e's value, keeping the memory accounting right.
 func (s *Store) setValue(sh *shard, db int, e *entry, v Value) {
-	if d := int64(cap(v.Bytes) - cap(e.b)); d != 0 {
+	old := bytesCost(e.b)
+	e.kind, e.n = v.Kind, v.Int
+	switch {
+	case v.Kind == KindInt:
+		e.b = nil
+	case e.b != nil:
+		*e.b = v.Bytes
+	default:
+		b := v.Bytes
+		e.b = &b
+	}
+	if d := bytesCost(e.b) - old; d != 0 {
 		s.account(sh, db, 0, d)
 	}
-	e.kind, e.n, e.b = v.Kind, v.Int, v.Bytes
 }
 
 // Get returns the value of key and whether it exists.
@@ -401,7 +431,7 @@ func (t Tx) Put(db int, key []byte, v Value, expireMs int64) {
 		}
 		e = &entry{atime: uint32(t.nowMs / 1000)}
 		m[string(key)] = e
-		t.s.account(sh, db, 1, cost(key, nil))
+		t.s.account(sh, db, 1, cost(key, e))
 	}
 	if (e.expireMs != 0) != (expireMs != 0) {
 		if expireMs != 0 {

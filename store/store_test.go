@@ -308,7 +308,7 @@ func TestUsage(t *testing.T) {
 	tx.Put(0, []byte("a"), StringValue(make([]byte, 100)), 0)
 	tx.Put(1, []byte("bb"), IntValue(7), t0/ms+1)
 	keys, mem := s.Usage()
-	if want := 2*EntryOverhead + 3 + int64(cap(make([]byte, 100))); keys != 2 || mem != want {
+	if want := 2*EntryOverhead + 3 + boxOverhead + int64(cap(make([]byte, 100))); keys != 2 || mem != want {
 		t.Fatalf("Usage = %d keys %d bytes, want 2 keys %d bytes", keys, mem, want)
 	}
 	tx.Put(0, []byte("a"), IntValue(1), 0)
