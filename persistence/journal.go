@@ -2,6 +2,7 @@ package persistence
 
 import (
 	"fmt"
+	"runtime"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -156,6 +157,10 @@ func (d *DB) WaitDurable(seq uint64) error {
 
 // run is the committer: it applies the appended changes in group commits,
 // in order, and syncs per the policy.
+// maxAlwaysYields bounds how many times the committer yields to the
+// connections before cutting an Always batch.
+const maxAlwaysYields = 32
+
 func (d *DB) run() {
 	defer func() {
 		d.dmu.Lock()
@@ -175,6 +180,21 @@ func (d *DB) run() {
 	for {
 		select {
 		case <-d.wake:
+			if d.policy == Always {
+				// Let the connections that are ready to run append
+				// their changes before this batch is cut, so that one
+				// fsync covers all of them. With few OS threads (the
+				// server's --threads) the committer would otherwise
+				// cut a batch as soon as the first connection wrote.
+				// Stop once a yield brings nothing new.
+				for range maxAlwaysYields {
+					seq := d.lastSeq.Load()
+					runtime.Gosched()
+					if d.lastSeq.Load() == seq {
+						break
+					}
+				}
+			}
 			if d.policy != Always && !d.sealedWaiting() {
 				lingerT.Reset(linger)
 				select {
