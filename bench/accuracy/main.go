@@ -58,20 +58,16 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/throttleddb/throttled/bench/internal/harness"
 	"io"
 	"os"
-	"os/exec"
-	"os/signal"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/throttleddb/throttled/internal/proc"
-	"github.com/throttleddb/throttled/internal/procattr"
 )
 
 type config struct {
@@ -103,32 +99,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	return c, nil
 }
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
-}
-
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	cfg, err := parseFlags(args, stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		return 0
-	}
-	if err != nil {
-		fmt.Fprintln(stderr, "accuracy:", err)
-		return 2
-	}
-	if err := accuracy(ctx, cfg, stdout, stderr); err != nil {
-		if ctx.Err() != nil {
-			fmt.Fprintln(stderr, "accuracy: interrupted")
-			return 130
-		}
-		fmt.Fprintln(stderr, "accuracy:", err)
-		return 1
-	}
-	return 0
-}
+func main() { harness.Main("accuracy", parseFlags, accuracy) }
 
 func accuracy(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	logf := func(format string, a ...any) { fmt.Fprintf(stderr, format+"\n", a...) }
@@ -139,7 +110,7 @@ func accuracy(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 			return err
 		}
 		defer os.RemoveAll(tmp)
-		bin, err := buildThrottled(ctx, tmp, logf)
+		bin, err := harness.BuildThrottled(ctx, tmp, logf)
 		if err != nil {
 			return err
 		}
@@ -205,27 +176,6 @@ func measure(ctx context.Context, addr string, cfg config, logf func(string, ...
 		results = append(results, r)
 	}
 	return results, nil
-}
-
-func buildThrottled(ctx context.Context, tmp string, logf func(string, ...any)) (string, error) {
-	out, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
-	if err != nil {
-		return "", fmt.Errorf("go env GOMOD: %w", err)
-	}
-	gomod := strings.TrimSpace(string(out))
-	if gomod == "" || gomod == os.DevNull {
-		return "", errors.New("not inside the throttled module: run from the repository or pass -addr")
-	}
-	root := filepath.Dir(gomod)
-	bin := filepath.Join(tmp, "throttled")
-	logf("building ./cmd/throttled in %s", root)
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/throttled")
-	cmd.Dir = root
-	cmd.SysProcAttr = procattr.Child()
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build ./cmd/throttled: %w\n%s", err, out)
-	}
-	return bin, nil
 }
 
 // writeReport prints the run's parameters and the table.

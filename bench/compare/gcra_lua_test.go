@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/throttleddb/throttled/bench/internal/harness"
 	"os/exec"
 	"slices"
 	"strconv"
@@ -52,7 +53,7 @@ func TestGCRALuaMatchesRedisCell(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	sha, err := loadScript(ctx, addr, bench.GCRALua)
+	sha, err := harness.LoadScript(ctx, addr, bench.GCRALua)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,24 +18,21 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/throttleddb/throttled/bench/internal/harness"
 	"io"
 	"math"
 	"os"
 	"os/exec"
-	"os/signal"
-	"path/filepath"
 	"reflect"
 	"runtime"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/throttleddb/throttled/bench"
 	"github.com/throttleddb/throttled/bench/internal/redisbench"
 	"github.com/throttleddb/throttled/internal/proc"
-	"github.com/throttleddb/throttled/internal/procattr"
 	"github.com/throttleddb/throttled/internal/respconn"
 )
 
@@ -58,27 +55,6 @@ type config struct {
 	pin            bool
 	throttledFlags string // raw -throttled-args, for the report
 	redisFlags     string // raw -redis-args, for the report
-}
-
-// serverWrap runs a server on CPU 0 with -pin (both servers share it: they
-// are measured one at a time).
-func (c config) serverWrap() []string {
-	if !c.pin {
-		return nil
-	}
-	return []string{"taskset", "-c", "0"}
-}
-
-// clientWrap runs redis-benchmark on the CPUs the servers do not use.
-func (c config) clientWrap() []string {
-	if !c.pin {
-		return nil
-	}
-	cpus := "1"
-	if n := runtime.NumCPU(); n > 2 {
-		cpus = fmt.Sprintf("1-%d", n-1)
-	}
-	return []string{"taskset", "-c", cpus}
 }
 
 // hiddenFlags are accepted but left out of -h.
@@ -164,32 +140,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	return c, nil
 }
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
-}
-
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	cfg, err := parseFlags(args, stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		return 0
-	}
-	if err != nil {
-		fmt.Fprintln(stderr, "compare:", err)
-		return 2
-	}
-	if err := compare(ctx, cfg, stdout, stderr); err != nil {
-		if ctx.Err() != nil {
-			fmt.Fprintln(stderr, "compare: interrupted")
-			return 130
-		}
-		fmt.Fprintln(stderr, "compare:", err)
-		return 1
-	}
-	return 0
-}
+func main() { harness.Main("compare", parseFlags, compare) }
 
 // measurement key: pipeline depth, case name, side.
 type mkey struct {
@@ -237,7 +188,7 @@ func compare(ctx context.Context, cfg config, stdout, stderr io.Writer) (err err
 		bin := cfg.throttledBin
 		info.throttled = "prebuilt " + bin
 		if bin == "" {
-			if bin, err = buildThrottled(ctx, tmp, logf); err != nil {
+			if bin, err = harness.BuildThrottled(ctx, tmp, logf); err != nil {
 				return err
 			}
 			info.throttled = "built from ./cmd/throttled"
@@ -253,7 +204,7 @@ func compare(ctx context.Context, cfg config, stdout, stderr io.Writer) (err err
 		throttledAddr = proc.Addr(port)
 		targs := append([]string{"--bind", "127.0.0.1", "--port", strconv.Itoa(port)}, cfg.throttledArgs...)
 		logf("starting %s %s", bin, shellJoin(targs))
-		p, err := proc.Start(ctx, proc.Config{Name: "throttled", Path: bin, Args: targs, Addr: throttledAddr, Timeout: cfg.startTimeout, Wrap: cfg.serverWrap()})
+		p, err := proc.Start(ctx, proc.Config{Name: "throttled", Path: bin, Args: targs, Addr: throttledAddr, Timeout: cfg.startTimeout, Wrap: harness.ServerWrap(cfg.pin)})
 		if err != nil {
 			return err
 		}
@@ -268,16 +219,16 @@ func compare(ctx context.Context, cfg config, stdout, stderr io.Writer) (err err
 	redisAddr := proc.Addr(port)
 	rargs := append([]string{"--save", "", "--appendonly", "no", "--port", strconv.Itoa(port), "--bind", "127.0.0.1"}, cfg.redisArgs...)
 	logf("starting %s %s", cfg.redisBin, shellJoin(rargs))
-	rp, err := proc.Start(ctx, proc.Config{Name: "redis-server", Path: cfg.redisBin, Args: rargs, Addr: redisAddr, Dir: tmp, Timeout: cfg.startTimeout, Wrap: cfg.serverWrap()})
+	rp, err := proc.Start(ctx, proc.Config{Name: "redis-server", Path: cfg.redisBin, Args: rargs, Addr: redisAddr, Dir: tmp, Timeout: cfg.startTimeout, Wrap: harness.ServerWrap(cfg.pin)})
 	if err != nil {
 		return err
 	}
 	procs = append(procs, rp)
 
-	info.redisVersion = commandVersion(ctx, cfg.redisBin, "--version")
-	info.benchVersion = commandVersion(ctx, cfg.benchBin, "--version")
+	info.redisVersion = harness.FirstLine(ctx, cfg.redisBin, "--version")
+	info.benchVersion = harness.FirstLine(ctx, cfg.benchBin, "--version")
 
-	sha, err := loadScript(ctx, redisAddr, bench.GCRALua)
+	sha, err := harness.LoadScript(ctx, redisAddr, bench.GCRALua)
 	if err != nil {
 		return fmt.Errorf("load gcra.lua into redis-server: %w", err)
 	}
@@ -308,7 +259,7 @@ func compare(ctx context.Context, cfg config, stdout, stderr io.Writer) (err err
 					bctx, cancel := context.WithTimeout(ctx, cfg.benchTimeout)
 					res, err := redisbench.Run(bctx, redisbench.Options{
 						Bin: cfg.benchBin, Addr: addrs[s], Clients: cfg.clients, Requests: cfg.requests,
-						KeySpace: cfg.keyspace, Pipeline: pl, Threads: cfg.threads, Command: cmd, Wrap: cfg.clientWrap(),
+						KeySpace: cfg.keyspace, Pipeline: pl, Threads: cfg.threads, Command: cmd, Wrap: harness.ClientWrap(cfg.pin),
 					})
 					cancel()
 					if err != nil {
@@ -319,51 +270,13 @@ func compare(ctx context.Context, cfg config, stdout, stderr io.Writer) (err err
 					}
 					k := mkey{pl, c.Name, s}
 					results[k] = append(results[k], res.RPS)
-					logf("P=%-3d run %d/%d  %-12s %-12s %11s rps", pl, r+1, cfg.runs, c.Name, s, thousands(int64(math.Round(res.RPS))))
+					logf("P=%-3d run %d/%d  %-12s %-12s %11s rps", pl, r+1, cfg.runs, c.Name, s, harness.Thousands(int64(math.Round(res.RPS))))
 				}
 			}
 		}
 	}
 	writeReport(stdout, info, selected, results)
 	return nil
-}
-
-func buildThrottled(ctx context.Context, tmp string, logf func(string, ...any)) (string, error) {
-	out, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
-	if err != nil {
-		return "", fmt.Errorf("go env GOMOD: %w", err)
-	}
-	gomod := strings.TrimSpace(string(out))
-	if gomod == "" || gomod == os.DevNull {
-		return "", errors.New("not inside the throttled module: run from the repository or pass -throttled")
-	}
-	root := filepath.Dir(gomod)
-	bin := filepath.Join(tmp, "throttled")
-	logf("building ./cmd/throttled in %s", root)
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/throttled")
-	cmd.Dir = root
-	cmd.SysProcAttr = procattr.Child()
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build ./cmd/throttled: %w\n%s", err, out)
-	}
-	return bin, nil
-}
-
-func loadScript(ctx context.Context, addr, script string) (string, error) {
-	c, err := respconn.Dial(ctx, addr, 5*time.Second)
-	if err != nil {
-		return "", err
-	}
-	defer c.Close()
-	v, err := c.Do("SCRIPT", "LOAD", script)
-	if err != nil {
-		return "", err
-	}
-	sha, ok := v.(string)
-	if !ok || len(sha) != 40 {
-		return "", fmt.Errorf("SCRIPT LOAD answered %v", v)
-	}
-	return sha, nil
 }
 
 // selectCases returns the cases named in names (all when empty), in table
@@ -474,14 +387,4 @@ func withServerOutput(err error, procs []*proc.Process) error {
 		}
 	}
 	return err
-}
-
-// commandVersion runs "bin flag" and returns its first output line.
-func commandVersion(ctx context.Context, bin, flag string) string {
-	out, err := exec.CommandContext(ctx, bin, flag).Output()
-	if err != nil {
-		return "unknown (" + err.Error() + ")"
-	}
-	line, _, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
-	return line
 }

@@ -29,20 +29,6 @@ func TestSplitArgs(t *testing.T) {
 	}
 }
 
-func TestMedianAndFormat(t *testing.T) {
-	if m := median([]float64{3, 1, 2}); m != 2 {
-		t.Errorf("median odd = %v", m)
-	}
-	if m := median([]float64{4, 1, 3, 2}); m != 2.5 {
-		t.Errorf("median even = %v", m)
-	}
-	for n, want := range map[int64]string{0: "0", 999: "999", 1000: "1,000", 1234567: "1,234,567", -1000: "-1,000"} {
-		if got := thousands(n); got != want {
-			t.Errorf("thousands(%d) = %q, want %q", n, got, want)
-		}
-	}
-}
-
 // Every headline must name cases and sides that exist in the table.
 func TestHeadlinesReferToCases(t *testing.T) {
 	seen := map[string]bool{}

@@ -2,10 +2,9 @@ package main
 
 import (
 	"fmt"
+	"github.com/throttleddb/throttled/bench/internal/harness"
 	"io"
 	"math"
-	"os"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -27,13 +26,13 @@ func writeReport(w io.Writer, info reportInfo, cs []benchCase, results map[mkey]
 	cfg := info.cfg
 	fmt.Fprintf(w, "## throttled vs redis-server (redis-benchmark)\n\n")
 	fmt.Fprintf(w, "- Date: %s\n", info.date.Format("2006-01-02 15:04 MST"))
-	fmt.Fprintf(w, "- Machine: %s\n", machine())
+	fmt.Fprintf(w, "- Machine: %s\n", harness.Machine())
 	fmt.Fprintf(w, "- Go: %s\n", info.goVersion)
 	fmt.Fprintf(w, "- redis-server version: %s\n", info.redisVersion)
 	fmt.Fprintf(w, "- Client: %s, `-c %d -n %d -r %d%s -q --csv`, each figure the median of %d run(s)\n",
 		info.benchVersion, cfg.clients, cfg.requests, cfg.keyspace, threadsFlag(cfg.threads), cfg.runs)
 	if cfg.pin {
-		fmt.Fprintf(w, "- CPUs (-pin): servers on CPU 0 (`%s`), redis-benchmark on the rest (`%s`)\n", strings.Join(cfg.serverWrap(), " "), strings.Join(cfg.clientWrap(), " "))
+		fmt.Fprintf(w, "- CPUs (-pin): servers on CPU 0 (`%s`), redis-benchmark on the rest (`%s`)\n", strings.Join(harness.ServerWrap(cfg.pin), " "), strings.Join(harness.ClientWrap(cfg.pin), " "))
 	} else {
 		fmt.Fprintf(w, "- CPUs: client and both servers share all of them\n")
 	}
@@ -104,26 +103,12 @@ func codeCell(cmd []string) string {
 	return "`" + strings.Join(cmd, " ") + "`"
 }
 
-// median of xs; 0 when empty.
-func median(xs []float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	m := len(s) / 2
-	if len(s)%2 == 1 {
-		return s[m]
-	}
-	return (s[m-1] + s[m]) / 2
-}
-
 func rpsCell(xs []float64, spread bool) string {
 	if len(xs) == 0 {
 		return "-"
 	}
-	m := median(xs)
-	out := thousands(int64(math.Round(m)))
+	m := harness.Median(xs)
+	out := harness.Thousands(int64(math.Round(m)))
 	if spread && len(xs) > 1 {
 		half := (slices.Max(xs) - slices.Min(xs)) / 2
 		out += fmt.Sprintf(" ±%.0f%%", 100*half/m)
@@ -135,42 +120,5 @@ func ratioCell(num, den []float64) string {
 	if len(num) == 0 || len(den) == 0 {
 		return "-"
 	}
-	return fmt.Sprintf("%.2f", median(num)/median(den))
-}
-
-// thousands formats n as 1,234,567.
-func thousands(n int64) string {
-	s := strconv.FormatInt(n, 10)
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	var b strings.Builder
-	for i, ch := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(ch)
-	}
-	if neg {
-		return "-" + b.String()
-	}
-	return b.String()
-}
-
-// machine describes the host: CPU count (as nproc counts them), CPU model
-// and OS when /proc tells them.
-func machine() string {
-	parts := []string{fmt.Sprintf("%d CPUs (nproc)", runtime.NumCPU())}
-	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		for line := range strings.Lines(string(b)) {
-			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
-				parts = append(parts, strings.TrimSpace(v))
-				break
-			}
-		}
-	}
-	osinfo := runtime.GOOS + "/" + runtime.GOARCH
-	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
-		osinfo += ", kernel " + strings.TrimSpace(string(b))
-	}
-	return strings.Join(append(parts, osinfo), ", ")
+	return fmt.Sprintf("%.2f", harness.Median(num)/harness.Median(den))
 }

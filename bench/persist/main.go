@@ -24,22 +24,18 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/throttleddb/throttled/bench/internal/harness"
 	"io"
 	"os"
 	"os/exec"
-	"os/signal"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/throttleddb/throttled/bench"
 	"github.com/throttleddb/throttled/internal/proc"
-	"github.com/throttleddb/throttled/internal/procattr"
-	"github.com/throttleddb/throttled/internal/respconn"
 )
 
 // The parts of a run, in order; -skip names them.
@@ -97,32 +93,12 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	return c, nil
 }
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
-}
+func main() { harness.Main("persist", parseFlags, persist) }
 
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	cfg, err := parseFlags(args, stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		return 0
-	}
-	if err != nil {
-		fmt.Fprintln(stderr, "persist:", err)
-		return 2
-	}
+// persist runs the parts of the benchmark cfg asks for.
+func persist(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	r := &runner{cfg: cfg, logf: func(format string, a ...any) { fmt.Fprintf(stderr, format+"\n", a...) }}
-	if err := r.main(ctx, stdout); err != nil {
-		if ctx.Err() != nil {
-			fmt.Fprintln(stderr, "persist: interrupted")
-			return 130
-		}
-		fmt.Fprintln(stderr, "persist:", err)
-		return 1
-	}
-	return 0
+	return r.main(ctx, stdout)
 }
 
 // runner holds what the parts share: the throttled binary, the temp folder
@@ -151,7 +127,7 @@ func (r *runner) main(ctx context.Context, stdout io.Writer) error {
 	}
 	defer os.RemoveAll(r.tmp)
 	defer r.stopAll() // before the folder goes
-	if r.bin, err = buildThrottled(ctx, r.tmp, r.logf); err != nil {
+	if r.bin, err = harness.BuildThrottled(ctx, r.tmp, r.logf); err != nil {
 		return err
 	}
 	began := time.Now()
@@ -186,38 +162,17 @@ func (r *runner) writeHeader(ctx context.Context, w io.Writer) {
 	fmt.Fprintf(w, "## Durability and memory: throttled vs redis-server\n\n")
 	fmt.Fprintf(w, "- Command: `%s`\n", strings.TrimSpace("go run ./bench/persist "+shellWords(r.cfg.argv)))
 	fmt.Fprintf(w, "- Date: %s\n", time.Now().UTC().Format("2006-01-02 15:04 MST"))
-	fmt.Fprintf(w, "- Machine: %s\n", machine())
+	fmt.Fprintf(w, "- Machine: %s\n", harness.Machine())
 	fmt.Fprintf(w, "- Go: %s; throttled built from ./cmd/throttled, every instance with `--threads 1`\n", goVersion)
-	fmt.Fprintf(w, "- redis-server: %s\n", firstLine(ctx, "redis-server", "--version"))
-	fmt.Fprintf(w, "- Client: %s\n", firstLine(ctx, "redis-benchmark", "--version"))
+	fmt.Fprintf(w, "- redis-server: %s\n", harness.FirstLine(ctx, "redis-server", "--version"))
+	fmt.Fprintf(w, "- Client: %s\n", harness.FirstLine(ctx, "redis-benchmark", "--version"))
 	fmt.Fprintf(w, "- Load average at the start (1, 5, 15 min): %s\n", loadavg())
 	if r.cfg.pin {
 		fmt.Fprintf(w, "- CPUs (-pin): servers on CPU 0 (`%s`), redis-benchmark on the rest (`%s`)\n",
-			strings.Join(r.serverWrap(), " "), strings.Join(r.clientWrap(), " "))
+			strings.Join(harness.ServerWrap(r.cfg.pin), " "), strings.Join(harness.ClientWrap(r.cfg.pin), " "))
 	} else {
 		fmt.Fprintf(w, "- CPUs: the client and the servers share all of them\n")
 	}
-}
-
-// serverWrap runs the servers on CPU 0 with -pin (they are measured one at a
-// time, so they never share it during a measurement).
-func (r *runner) serverWrap() []string {
-	if !r.cfg.pin {
-		return nil
-	}
-	return []string{"taskset", "-c", "0"}
-}
-
-// clientWrap runs redis-benchmark on the CPUs the servers do not use.
-func (r *runner) clientWrap() []string {
-	if !r.cfg.pin {
-		return nil
-	}
-	cpus := "1"
-	if n := runtime.NumCPU(); n > 2 {
-		cpus = fmt.Sprintf("1-%d", n-1)
-	}
-	return []string{"taskset", "-c", cpus}
 }
 
 // server is one throttled or redis-server instance.
@@ -265,7 +220,7 @@ func (r *runner) start(ctx context.Context, s *server) (time.Duration, error) {
 	r.logf("starting %s: %s %s", s.label, name, shellWords(args))
 	began := time.Now()
 	p, err := proc.Start(ctx, proc.Config{Name: s.label, Path: path, Args: args, Addr: s.addr,
-		Dir: r.tmp, Timeout: 5 * time.Minute, Wrap: r.serverWrap()})
+		Dir: r.tmp, Timeout: 5 * time.Minute, Wrap: harness.ServerWrap(r.cfg.pin)})
 	took := time.Since(began)
 	if err != nil {
 		return 0, err
@@ -273,7 +228,7 @@ func (r *runner) start(ctx context.Context, s *server) (time.Duration, error) {
 	s.p = p
 	r.procs = append(r.procs, p)
 	if s.redis {
-		if s.sha, err = loadScript(ctx, s.addr); err != nil {
+		if s.sha, err = harness.LoadScript(ctx, s.addr, bench.GCRALua); err != nil {
 			return 0, fmt.Errorf("%s: load gcra.lua: %w", s.label, err)
 		}
 	}
@@ -300,64 +255,6 @@ func alive(servers ...*server) error {
 		}
 	}
 	return nil
-}
-
-func buildThrottled(ctx context.Context, tmp string, logf func(string, ...any)) (string, error) {
-	out, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
-	if err != nil {
-		return "", fmt.Errorf("go env GOMOD: %w", err)
-	}
-	gomod := strings.TrimSpace(string(out))
-	if gomod == "" || gomod == os.DevNull {
-		return "", errors.New("not inside the throttled module: run from the repository")
-	}
-	bin := filepath.Join(tmp, "throttled")
-	logf("building ./cmd/throttled")
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/throttled")
-	cmd.Dir = filepath.Dir(gomod)
-	cmd.SysProcAttr = procattr.Child()
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build ./cmd/throttled: %w\n%s", err, out)
-	}
-	return bin, nil
-}
-
-func loadScript(ctx context.Context, addr string) (string, error) {
-	c, err := respconn.Dial(ctx, addr, 5*time.Second)
-	if err != nil {
-		return "", err
-	}
-	defer c.Close()
-	v, err := c.Do("SCRIPT", "LOAD", bench.GCRALua)
-	if err != nil {
-		return "", err
-	}
-	if sha, ok := v.(string); ok && len(sha) == 40 {
-		return sha, nil
-	}
-	return "", fmt.Errorf("SCRIPT LOAD answered %v", v)
-}
-
-// firstLine runs "bin arg" and returns the first line of its output.
-func firstLine(ctx context.Context, bin, arg string) string {
-	out, err := exec.CommandContext(ctx, bin, arg).Output()
-	if err != nil {
-		return "unknown (" + err.Error() + ")"
-	}
-	line, _, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
-	return line
-}
-
-// machine is the CPU count and model, from /proc/cpuinfo when it is there.
-func machine() string {
-	out := fmt.Sprintf("%d CPUs, %s/%s", runtime.NumCPU(), runtime.GOOS, runtime.GOARCH)
-	b, _ := os.ReadFile("/proc/cpuinfo")
-	for line := range strings.Lines(string(b)) {
-		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
-			return out + ", " + strings.TrimSpace(v)
-		}
-	}
-	return out
 }
 
 // loadavg is the 1, 5 and 15 minute load averages from /proc/loadavg: other

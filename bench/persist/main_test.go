@@ -47,17 +47,6 @@ func TestParseRSS(t *testing.T) {
 }
 
 func TestFormat(t *testing.T) {
-	if m := median([]float64{3, 1, 2}); m != 2 {
-		t.Errorf("median odd = %v", m)
-	}
-	if m := median([]float64{4, 1, 3, 2}); m != 2.5 {
-		t.Errorf("median even = %v", m)
-	}
-	for n, want := range map[int64]string{0: "0", 999: "999", 1000: "1,000", 1234567: "1,234,567", -1000: "-1,000"} {
-		if got := thousands(n); got != want {
-			t.Errorf("thousands(%d) = %q, want %q", n, got, want)
-		}
-	}
 	if got := barCell(0.25, true, false); got != "**0.25 ✗**" {
 		t.Errorf("barCell missed = %q", got)
 	}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"github.com/throttleddb/throttled/bench/internal/harness"
 	"io"
 	"io/fs"
 	"os"
@@ -94,7 +95,7 @@ func (r *runner) memory(ctx context.Context, w io.Writer) ([]*server, error) {
 	}
 
 	keys := int64(r.cfg.keys)
-	fmt.Fprintf(w, "\n### Memory for %s idle CL.THROTTLE keys\n\n", thousands(keys))
+	fmt.Fprintf(w, "\n### Memory for %s idle CL.THROTTLE keys\n\n", harness.Thousands(keys))
 	fmt.Fprintf(w, "Each server fresh and alone, keys `k:0`..`k:%d` written with `CL.THROTTLE k:<i> %s` (redis-server: `EVALSHA <sha of bench/gcra.lua> 1 k:<i> %s 1`), "+
 		"pipelined %d at a time on one connection; each key then lives an hour. "+
 		"RSS is VmRSS once it stayed within 1 MiB (or 0.5%%) for %v; growth = RSS after - RSS before writing. "+
@@ -136,7 +137,7 @@ func (r *runner) restart(ctx context.Context, w io.Writer, filled []*server) err
 			}
 		}
 	}
-	fmt.Fprintf(w, "\n### Restart with %s keys\n\n", thousands(int64(r.cfg.keys)))
+	fmt.Fprintf(w, "\n### Restart with %s keys\n\n", harness.Thousands(int64(r.cfg.keys)))
 	fmt.Fprintf(w, "The data-folder servers of the memory part (filled here if it was skipped) are stopped with SIGTERM and started again with the same flags on the same folder. "+
 		"\"start to PING\" runs from starting the process until it answers PONG (polled every 10 ms); "+
 		"\"server's own figure\" is the `took` of throttled's `loaded data folder` log line and redis-server's `DB loaded from append only file` line.\n\n")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/throttleddb/throttled/bench/internal/harness"
 	"io"
 	"math"
 	"os"
@@ -85,7 +86,7 @@ func (r *runner) throughput(ctx context.Context, w io.Writer) error {
 				bctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 				res, err := redisbench.Run(bctx, redisbench.Options{
 					Addr: s.addr, Clients: benchClients, Requests: r.cfg.requests, KeySpace: benchKeySpace,
-					Pipeline: pl, Command: s.throttle("k:__rand_int__", benchParams...), Wrap: r.clientWrap(),
+					Pipeline: pl, Command: s.throttle("k:__rand_int__", benchParams...), Wrap: harness.ClientWrap(r.cfg.pin),
 				})
 				cancel()
 				if err != nil {
@@ -126,7 +127,7 @@ func (r *runner) throughput(ctx context.Context, w io.Writer) error {
 	for _, q := range ratios {
 		fmt.Fprintf(w, "| %s |", q.label)
 		for _, pl := range r.cfg.pipelines {
-			v := median(results[[2]int{pl, q.num}]) / median(results[[2]int{pl, q.den}])
+			v := harness.Median(results[[2]int{pl, q.num}]) / harness.Median(results[[2]int{pl, q.den}])
 			fmt.Fprintf(w, " %s |", barCell(v, q.bar > 0 && (q.barAt == 0 || q.barAt == pl), v >= q.bar))
 		}
 		switch {
@@ -266,41 +267,10 @@ func rpsCell(xs []float64) string {
 	if len(xs) == 0 {
 		return "-"
 	}
-	m := median(xs)
-	out := thousands(int64(math.Round(m)))
+	m := harness.Median(xs)
+	out := harness.Thousands(int64(math.Round(m)))
 	if len(xs) > 1 {
 		out += fmt.Sprintf(" ±%.0f%%", 100*(slices.Max(xs)-slices.Min(xs))/2/m)
 	}
 	return out
-}
-
-// median of xs; NaN when empty.
-func median(xs []float64) float64 {
-	if len(xs) == 0 {
-		return math.NaN()
-	}
-	s := slices.Sorted(slices.Values(xs))
-	m := len(s) / 2
-	if len(s)%2 == 1 {
-		return s[m]
-	}
-	return (s[m-1] + s[m]) / 2
-}
-
-// thousands formats n as 1,234,567.
-func thousands(n int64) string {
-	s := fmt.Sprint(n)
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	var b strings.Builder
-	for i := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteByte(s[i])
-	}
-	if neg {
-		return "-" + b.String()
-	}
-	return b.String()
 }
