@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -225,4 +226,23 @@ func e2eLen(b []byte, nullable bool) (int, error) {
 		return 0, fmt.Errorf("%w: length %q", e2eErrBadReply, b)
 	}
 	return n, nil
+}
+
+// e2eOutput collects what a child process writes to stdout and stderr, for
+// failure messages; it is safe for the process's copy goroutines.
+type e2eOutput struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (o *e2eOutput) Write(p []byte) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.buf.Write(p)
+}
+
+func (o *e2eOutput) String() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.buf.String()
 }

@@ -19,7 +19,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -410,26 +409,8 @@ func envoyAwayFromHourEnd(t *testing.T) {
 // envoyService is a running ratelimit service process.
 type envoyService struct {
 	cmd  *exec.Cmd
-	out  *envoyBuffer
+	out  *e2eOutput
 	done chan struct{} // closed when the process has exited and been waited for
-}
-
-// envoyBuffer collects a process's output for failure messages.
-type envoyBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *envoyBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *envoyBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 func (s *envoyService) output() string { return s.out.String() }
@@ -438,7 +419,7 @@ func (s *envoyService) output() string { return s.out.String() }
 // sent SIGTERM, and SIGKILL if it has not exited 10 s later.
 func envoyStartService(t *testing.T, bin string, env []string) *envoyService {
 	t.Helper()
-	s := &envoyService{cmd: exec.Command(bin), out: &envoyBuffer{}, done: make(chan struct{})}
+	s := &envoyService{cmd: exec.Command(bin), out: &e2eOutput{}, done: make(chan struct{})}
 	s.cmd.Env = env
 	s.cmd.Dir = t.TempDir()
 	s.cmd.Stdout, s.cmd.Stderr = s.out, s.out
@@ -613,7 +594,7 @@ func envoyRunOwnTests(t *testing.T, testBin, src, shimDir string, tests []string
 	cmd.SysProcAttr = procattr.Child()
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 10 * time.Second
-	var stderr envoyBuffer
+	var stderr e2eOutput
 	cmd.Stderr = &stderr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {

@@ -1,7 +1,6 @@
 package compat
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -121,7 +120,7 @@ func nginxStart(t *testing.T, bin, listen string, cfg nginxConfig) *nginxServer 
 	cmd := exec.Command(bin, "-p", dir+"/", "-c", confPath, "-e", "stderr",
 		"-g", "daemon off; master_process off;")
 	cmd.Env = append(os.Environ(), cfg.env...)
-	var out nginxOutput
+	var out e2eOutput
 	cmd.Stdout, cmd.Stderr = &out, &out
 	cmd.SysProcAttr = procattr.Child()
 	if err := cmd.Start(); err != nil {
@@ -176,24 +175,6 @@ func nginxStart(t *testing.T, bin, listen string, cfg nginxConfig) *nginxServer 
 		time.Sleep(10 * time.Millisecond)
 	}
 	return &nginxServer{url: "http://" + listen}
-}
-
-// nginxOutput collects what nginx writes to stdout and stderr.
-type nginxOutput struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (o *nginxOutput) Write(p []byte) (int, error) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.buf.Write(p)
-}
-
-func (o *nginxOutput) String() string {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.buf.String()
 }
 
 // nginxFreeAddr returns a free loopback address.
