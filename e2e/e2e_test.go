@@ -14,6 +14,10 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/throttleddb/throttled/internal/proc"
+	// The tests run a binary built in TestMain, which go test's cache does
+	// not see; importing the server ties their cached results to the code
+	// the binary is made of.
+	_ "github.com/throttleddb/throttled/server"
 )
 
 // bin is the throttled binary built once for the package.
