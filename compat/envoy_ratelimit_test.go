@@ -5,6 +5,7 @@ package compat
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -62,6 +63,10 @@ func TestEnvoyRatelimit(t *testing.T) {
 	t.Run("Service", func(t *testing.T) {
 		t.Parallel()
 		envoyServiceTest(t, bin)
+	})
+	t.Run("Example", func(t *testing.T) {
+		t.Parallel()
+		envoyExampleTest(t, bin)
 	})
 	t.Run("OwnIntegrationTests", func(t *testing.T) {
 		t.Parallel()
@@ -191,6 +196,7 @@ type envoyReply struct {
 // envoyStep is one request to /json and what must come back: the HTTP
 // status, the overall code and, per descriptor, "CODE remaining/limit UNIT".
 type envoyStep struct {
+	domain      string      // "" means envoyDomain
 	descriptors [][2]string // per descriptor: its keys and its values, comma-separated
 	hits        int         // hitsAddend; 0 leaves it out (1)
 	status      int
@@ -302,6 +308,87 @@ func envoyServiceTest(t *testing.T, bin string) {
 	}
 }
 
+// envoyExampleTest runs the service as examples/envoy configures it (its
+// ratelimit.env and ratelimit/config/apis.yaml, with free ports and the
+// node's address put in) and checks the example's limits.
+func envoyExampleTest(t *testing.T, bin string) {
+	n := e2eNode(t, server.Config{})
+	example := filepath.Join("..", "examples", "envoy")
+	root := t.TempDir()
+	cfgDir := filepath.Join(root, "ratelimit", "config")
+	if err := os.MkdirAll(cfgDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	apis, err := os.ReadFile(filepath.Join(example, "ratelimit", "config", "apis.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(cfgDir, "apis.yaml"), apis, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	envFile, err := os.ReadFile(filepath.Join(example, "ratelimit.env"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ports [3]int
+	for i := range ports {
+		if ports[i], err = proc.FreePort(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	override := map[string]string{
+		"REDIS_URL":    n.Addr(),
+		"RUNTIME_ROOT": root,
+		"PORT":         strconv.Itoa(ports[0]),
+		"GRPC_PORT":    strconv.Itoa(ports[1]),
+		"DEBUG_PORT":   strconv.Itoa(ports[2]),
+	}
+	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + root}
+	for line := range strings.Lines(string(envFile)) {
+		line = strings.TrimSpace(line)
+		k, v, ok := strings.Cut(line, "=")
+		if !ok || strings.HasPrefix(line, "#") {
+			continue
+		}
+		v, _, _ = strings.Cut(v, " #")
+		env = append(env, k+"="+cmp.Or(override[k], strings.TrimSpace(v)))
+	}
+	svc := envoyStartService(t, bin, env)
+	client := &http.Client{Timeout: 10 * time.Second}
+	httpAddr := proc.Addr(ports[0])
+	envoyWaitHealthy(t, svc, client, "http://"+httpAddr+"/healthcheck")
+
+	step := func(key, value, status string, code int) envoyStep {
+		overall := "OK"
+		if code == 429 {
+			overall = "OVER_LIMIT"
+		}
+		return envoyStep{domain: "apis", descriptors: [][2]string{{key, value}}, status: code, overall: overall, statuses: []string{status}}
+	}
+	// The per-second limit needs its burst inside one second: start just
+	// after a second begins.
+	if left := time.Until(time.Now().Truncate(time.Second).Add(time.Second)); left < 600*time.Millisecond {
+		time.Sleep(left) // waiting for the next wall-clock second, the service's window
+	}
+	steps := []envoyStep{step("remote_address", "10.0.0.1", "OK 59/60 MINUTE", 200)}
+	for i := range 10 {
+		steps = append(steps, step("api_key", "k1", fmt.Sprintf("OK %d/10 SECOND", 9-i), 200))
+	}
+	steps = append(steps,
+		step("api_key", "k1", "OVER_LIMIT 0/10 SECOND", 429),
+		step("api_key", "partner-1234", "OK 99/100 SECOND", 200))
+	began := time.Now().Unix()
+	for i, st := range steps {
+		envoyDoStep(t, client, "http://"+httpAddr+"/json", i, st)
+	}
+	if time.Now().Unix() != began {
+		t.Logf("the steps crossed a second boundary; a failure above may come from that")
+	}
+	if t.Failed() {
+		t.Logf("ratelimit output:\n%s", svc.output())
+	}
+}
+
 // envoyCommandStats returns INFO commandstats as command -> [calls,
 // failed_calls].
 func envoyCommandStats(t *testing.T, c *e2eConn) map[string][2]int {
@@ -349,7 +436,7 @@ func envoyDoStep(t *testing.T, client *http.Client, url string, i int, st envoyS
 		Domain      string       `json:"domain"`
 		Descriptors []descriptor `json:"descriptors"`
 		HitsAddend  int          `json:"hitsAddend,omitempty"`
-	}{Domain: envoyDomain, HitsAddend: st.hits}
+	}{Domain: cmp.Or(st.domain, envoyDomain), HitsAddend: st.hits}
 	for _, d := range st.descriptors {
 		var es []entry
 		vals := strings.Split(d[1], ",")
