@@ -39,7 +39,8 @@ func throttleAll(c *Ctx) {
 		}
 		qty, args = n, args[2:]
 	}
-	var limits []limit
+	// Room for the usual handful of limits without allocating.
+	limits := make([]limit, 0, 8)
 	for len(args) > 0 {
 		if len(args) < 3 || !is(args[0], "LIMIT") {
 			c.W.Error(errSyntax)
