@@ -34,10 +34,7 @@ func (s *Store) over() bool {
 func (s *Store) evictSome(sh *shard, nowMs int64, db int, keep []byte) {
 	for s.over() {
 		if !s.evictOne(sh, nowMs, db, keep) {
-			select {
-			case s.evict <- struct{}{}:
-			default:
-			}
+			s.wakeEvictor()
 			return
 		}
 	}
@@ -133,10 +130,17 @@ func (s *Store) Limits() (maxKeys, maxMemory int64) { return s.maxKeys.Load(), s
 func (s *Store) SetLimits(maxKeys, maxMemory int64) {
 	s.maxKeys.Store(max(maxKeys, 0))
 	s.maxMemory.Store(max(maxMemory, 0))
-	if s.over() {
-		select {
-		case s.evict <- struct{}{}:
-		default:
-		}
+	s.wakeEvictor()
+}
+
+// wakeEvictor asks the background evictor (Sweep) for a pass when the store
+// is over its bounds.
+func (s *Store) wakeEvictor() {
+	if !s.over() {
+		return
+	}
+	select {
+	case s.evict <- struct{}{}:
+	default:
 	}
 }

@@ -23,10 +23,10 @@ type Config struct {
 	Databases int
 	// Shards is the number of hash shards, a power of two.
 	Shards int
-	// MaxKeys bounds the number of keys (0: no bound); see Evict.
+	// MaxKeys bounds the number of keys (0: no bound); see evict.go.
 	MaxKeys int64
 	// MaxMemory bounds the memory keys are accounted to use, in bytes (0: no
-	// bound); see Evict and EntryOverhead.
+	// bound); see evict.go and EntryOverhead.
 	MaxMemory int64
 }
 
@@ -74,6 +74,8 @@ type Store struct {
 
 	// journal hears of every change; nil when nothing is persisted.
 	journal Journal
+	// restoring is set while Restore runs: no eviction then.
+	restoring bool
 }
 
 // Journal receives every change to the keyspace, for persistence. Calls for
@@ -91,16 +93,23 @@ type Journal interface {
 }
 
 // SetJournal makes the store report every later change to j. Call it before
-// the store is used concurrently.
-func (s *Store) SetJournal(j Journal) { s.journal = j }
+// the store is used concurrently. If restored keys left the store over its
+// bounds, the background evictor is woken now, so that what it evicts
+// reaches the journal too.
+func (s *Store) SetJournal(j Journal) {
+	s.journal = j
+	s.wakeEvictor()
+}
 
 // Restore puts a key loaded from persistence into the store without telling
-// the journal. It is for start-up, before the store is shared.
+// the journal, and without evicting (an eviction the journal did not hear of
+// would come back at the next start). It is for start-up, before the store
+// is shared.
 func (s *Store) Restore(db int, key []byte, v Value, expireMs int64) {
 	j := s.journal
-	s.journal = nil
+	s.journal, s.restoring = nil, true
 	s.Tx(0).Put(db, key, v, expireMs)
-	s.journal = j
+	s.journal, s.restoring = j, false
 }
 
 // entry is one key. Entries are held by pointer so that overwriting a live key
@@ -443,7 +452,7 @@ func (t Tx) Put(db int, key []byte, v Value, expireMs int64) {
 	t.s.setValue(sh, db, e, v)
 	e.expireMs = expireMs
 	t.s.changed(sh, db, key, e)
-	if t.s.over() {
+	if !t.s.restoring && t.s.over() {
 		t.s.evictSome(sh, t.nowMs, db, key)
 	}
 }

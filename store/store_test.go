@@ -435,3 +435,30 @@ func TestExtend(t *testing.T) {
 		s.shards[i].mu.Unlock()
 	}
 }
+
+// TestRestore_NoEviction: keys restored past the bounds stay until the
+// journal is set, and then the evictor is asked for a pass, so its
+// evictions are journaled.
+func TestRestore_NoEviction(t *testing.T) {
+	s, err := New(Config{MaxKeys: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		s.Restore(0, []byte(fmt.Sprint(i)), IntValue(1), 0)
+	}
+	if keys, _ := s.Usage(); keys != 20 || s.EvictedKeys() != 0 {
+		t.Fatalf("after Restore: %d keys, %d evicted; want 20 and 0", keys, s.EvictedKeys())
+	}
+	r := &recorder{}
+	s.SetJournal(r)
+	select {
+	case <-s.evict:
+	default:
+		t.Fatal("SetJournal over the bounds did not wake the evictor")
+	}
+	s.evictAll(t0)
+	if keys, _ := s.Usage(); keys != 10 || len(r.log) != 10 {
+		t.Fatalf("after eviction: %d keys, journal heard %d changes; want 10 and 10", keys, len(r.log))
+	}
+}
