@@ -38,9 +38,19 @@ func TestReleaseIdleMemory(t *testing.T) {
 
 	ctx, cancel = context.WithCancel(context.Background())
 	defer cancel()
-	go releaseIdleMemory(ctx, func() int64 { return 0 }, time.Millisecond)
-	garbage(64 << 20)
+	// Idle: the command count never moves. The garbage comes only once the
+	// loop has read its starting allocation figure (its first call of
+	// processed), or the burst would count as already released.
+	var looks atomic.Int64
+	go releaseIdleMemory(ctx, func() int64 { looks.Add(1); return 0 }, time.Millisecond)
 	deadline = time.Now().Add(10 * time.Second)
+	for looks.Load() < 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("the idle loop did not tick")
+		}
+		time.Sleep(time.Millisecond) // polling
+	}
+	garbage(64 << 20)
 	for forced() == before {
 		if time.Now().After(deadline) {
 			t.Fatal("no forced collection 10 s into an idle period after 64 MiB of garbage")
