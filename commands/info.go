@@ -111,6 +111,8 @@ func (s *Server) infoSection(b []byte, sec string) []byte {
 		line("aof_syncs", ps.Syncs)
 		line("aof_disk_bytes", ps.DiskBytes)
 		line("aof_tombstone_compactions", ps.Compactions)
+		line("aof_checkpoints", ps.Checkpoints)
+		line("aof_log_bytes", ps.LogBytes)
 	case "stats":
 		net := s.net.Load()
 		conns := int64(0)

@@ -12,13 +12,20 @@ import (
 // metadata can never collide with a user key whatever bytes the user chose.
 const (
 	prefixMeta byte = 0x00 // our own bookkeeping (formatKey)
-	prefixData byte = 0x01 // [prefixData][db uint16 BE][user key]
+	prefixData byte = 0x01 // the saved copy: [prefixData][db uint16 BE][user key]
+	prefixLog  byte = 0x02 // the log: [prefixLog][seq of its last change uint64 BE]
 )
 
 // formatVersion is the layout of the whole folder (key and value encodings
 // below). It is stored under formatKey when the folder is created; a folder
-// stamped with another version is refused rather than misread.
-const formatVersion byte = 1
+// stamped with a version this build does not know is refused rather than
+// misread. Version 1 had no log (a saved copy only); it reads as a version 2
+// folder with an empty log, and is stamped 2 when opened for writing, so
+// that a build that knows only version 1 never misses the log.
+const (
+	formatVersion   byte = 2
+	formatVersionV1 byte = 1
+)
 
 // valueVersion is the first byte of every stored value, so one value layout
 // can be replaced later without rewriting every key at once.
@@ -27,10 +34,13 @@ const valueVersion byte = 1
 // formatKey holds formatVersion.
 var formatKey = []byte{prefixMeta, 'f', 'o', 'r', 'm', 'a', 't'}
 
-// dataStart and dataEnd bound every data key: [dataStart, dataEnd).
+// dataStart and dataEnd bound every data key: [dataStart, dataEnd); logStart
+// and logEnd every log key.
 var (
 	dataStart = []byte{prefixData}
 	dataEnd   = []byte{prefixData + 1}
+	logStart  = []byte{prefixLog}
+	logEnd    = []byte{prefixLog + 1}
 )
 
 const (
@@ -42,14 +52,24 @@ const (
 // errBadRecord marks a key or value this build cannot decode.
 var errBadRecord = errors.New("bad record")
 
-func keyLen(key []byte) int { return keyHeader + len(key) }
+// appendKey appends the Pebble data key of (db, key) to dst.
+func appendKey[K string | []byte](dst []byte, db int, key K) []byte {
+	dst = append(dst, prefixData, byte(db>>8), byte(db))
+	return append(dst, key...)
+}
 
-// putKey writes the Pebble key of (db, key) into dst, which is keyLen(key)
-// long.
-func putKey(dst []byte, db int, key []byte) {
-	dst[0] = prefixData
-	binary.BigEndian.PutUint16(dst[1:3], uint16(db))
-	copy(dst[keyHeader:], key)
+// logKey is the key of the log record whose last change is seq: log records
+// sort in the order of their changes.
+func logKey(seq uint64) []byte {
+	return binary.BigEndian.AppendUint64([]byte{prefixLog}, seq)
+}
+
+// decodeLogKey returns the seq of a log key.
+func decodeLogKey(k []byte) (uint64, error) {
+	if len(k) != 9 || k[0] != prefixLog {
+		return 0, fmt.Errorf("%w: key %q is not a log key", errBadRecord, k)
+	}
+	return binary.BigEndian.Uint64(k[1:]), nil
 }
 
 // dbBounds returns the range [start, end) holding every key of db. The end
@@ -77,16 +97,96 @@ func valueLen(v store.Value) int {
 	return valueHeader + len(v.Bytes)
 }
 
-// putValue writes the stored form of v into dst, which is valueLen(v) long.
-func putValue(dst []byte, v store.Value, expireMs int64) {
-	dst[0] = valueVersion
-	dst[1] = byte(v.Kind)
-	binary.BigEndian.PutUint64(dst[2:10], uint64(expireMs))
+// appendValue appends the stored form of v to dst.
+func appendValue(dst []byte, v store.Value, expireMs int64) []byte {
+	dst = append(dst, valueVersion, byte(v.Kind))
+	dst = binary.BigEndian.AppendUint64(dst, uint64(expireMs))
 	if v.Kind == store.KindInt {
-		binary.BigEndian.PutUint64(dst[valueHeader:], uint64(v.Int))
-		return
+		return binary.BigEndian.AppendUint64(dst, uint64(v.Int))
 	}
-	copy(dst[valueHeader:], v.Bytes)
+	return append(dst, v.Bytes...)
+}
+
+// A log record is a sequence of changes, each
+//
+//	[op][uvarint length][Pebble data key]            for opDelete and opFlush
+//	[op][uvarint length][Pebble data key][uvarint length][value]   for opSet
+//
+// with the key and value encodings of the saved copy; opFlush's key has no
+// user key, only the database. Every change carries the key's whole value,
+// so replaying a change is the same whatever came before it.
+const (
+	opSet    byte = 's'
+	opDelete byte = 'd'
+	opFlush  byte = 'f'
+)
+
+func appendSet(dst []byte, db int, key []byte, v store.Value, expireMs int64) []byte {
+	dst = append(dst, opSet)
+	dst = binary.AppendUvarint(dst, uint64(keyHeader+len(key)))
+	dst = appendKey(dst, db, key)
+	dst = binary.AppendUvarint(dst, uint64(valueLen(v)))
+	return appendValue(dst, v, expireMs)
+}
+
+func appendDelete(dst []byte, db int, key []byte) []byte {
+	dst = append(dst, opDelete)
+	dst = binary.AppendUvarint(dst, uint64(keyHeader+len(key)))
+	return appendKey(dst, db, key)
+}
+
+func appendFlush(dst []byte, db int) []byte {
+	dst = append(dst, opFlush, keyHeader)
+	return appendKey(dst, db, "")
+}
+
+// change is one decoded change of a log record; key and v.Bytes alias the
+// record.
+type change struct {
+	op       byte
+	db       int
+	key      []byte
+	v        store.Value
+	expireMs int64
+}
+
+// nextChange decodes the change at the start of rec and returns the rest.
+func nextChange(rec []byte) (c change, rest []byte, err error) {
+	field := func() ([]byte, bool) {
+		n, w := binary.Uvarint(rec)
+		if w <= 0 || n > uint64(len(rec)-w) {
+			return nil, false
+		}
+		f := rec[w : w+int(n)]
+		rec = rec[w+int(n):]
+		return f, true
+	}
+	c.op, rec = rec[0], rec[1:]
+	k, ok := field()
+	if !ok {
+		return c, nil, fmt.Errorf("%w: truncated change", errBadRecord)
+	}
+	if c.db, c.key, err = decodeKey(k); err != nil {
+		return c, nil, err
+	}
+	switch c.op {
+	case opDelete:
+	case opFlush:
+		if len(c.key) != 0 {
+			return c, nil, fmt.Errorf("%w: a flush of db %d names key %q", errBadRecord, c.db, c.key)
+		}
+	case opSet:
+		raw, ok := field()
+		if !ok {
+			return c, nil, fmt.Errorf("%w: truncated value", errBadRecord)
+		}
+		if c.v, c.expireMs, err = decodeValue(raw); err != nil {
+			return c, nil, err
+		}
+	default:
+		return c, nil, fmt.Errorf("%w: unknown change %q", errBadRecord, c.op)
+	}
+	return c, rec, nil
 }
 
 // decodeValue reads a stored value. v.Bytes aliases b.

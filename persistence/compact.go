@@ -11,8 +11,9 @@ import (
 // level. While writes flow, Pebble's own compactions do that as they go;
 // but once they stop (a burst of keys has expired and traffic is low),
 // nothing schedules the last compactions and the folder keeps the dead
-// keys. The compactor compacts the whole data range when enough deletions
-// have been applied since its last run.
+// keys. The compactor compacts the whole data range (and the log's) when
+// enough deletions have been applied since its last run, or any at all once
+// the DB has been quiet for compactIdle.
 //
 // It waits for a quiet second to do so: a manual compaction forces the
 // memtables to flush, and doing that in the middle of a burst shrinks them
@@ -38,6 +39,10 @@ const (
 	// compactDuty is the share of time spent compacting: after a run of
 	// t, the next waits t*(1/compactDuty - 1).
 	compactDuty = 0.1
+	// compactIdle is how long the DB must have been quiet for fewer than
+	// compactAfter deletions to be compacted away: the last checkpoint
+	// of a burst leaves fewer, and nothing else would remove them.
+	compactIdle = 10 * time.Second
 )
 
 func (c *compactor) start(d *DB) {
@@ -65,8 +70,9 @@ func (c *compactor) run(ctx context.Context, d *DB) {
 	defer t.Stop()
 	var (
 		lastApplied = d.applied.Load()
-		due         time.Time // when the compaction became due; zero when it is not
-		next        time.Time // earliest start the duty cycle allows
+		due         time.Time    // when the compaction became due; zero when it is not
+		next        time.Time    // earliest start the duty cycle allows
+		busy        = time.Now() // the last second that was not quiet
 	)
 	for {
 		select {
@@ -77,10 +83,14 @@ func (c *compactor) run(ctx context.Context, d *DB) {
 		applied := d.applied.Load()
 		rate := applied - lastApplied
 		lastApplied = applied
-		if c.deletes.Load() < compactAfter {
+		now := time.Now()
+		if rate >= compactQuiet {
+			busy = now
+		}
+		pending := c.deletes.Load()
+		if pending < compactAfter && (pending == 0 || now.Sub(busy) < compactIdle) {
 			continue
 		}
-		now := time.Now()
 		if due.IsZero() {
 			due = now
 		}
@@ -88,7 +98,7 @@ func (c *compactor) run(ctx context.Context, d *DB) {
 			continue
 		}
 		n := c.deletes.Swap(0)
-		err := d.pdb.Compact(ctx, dataStart, dataEnd, true)
+		err := d.pdb.Compact(ctx, dataStart, logEnd, true)
 		took := time.Since(now)
 		next = time.Now().Add(time.Duration(float64(took) * (1/compactDuty - 1)))
 		due = time.Time{}

@@ -1,6 +1,7 @@
 package persistence
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -14,6 +15,8 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/throttleddb/throttled/store"
 )
 
 // Errors returned by the package.
@@ -34,6 +37,9 @@ var (
 	ErrLocked = errors.New("persistence: folder is in use")
 	// ErrClosed is returned by Close, Load and WaitDurable after Close.
 	ErrClosed = errors.New("persistence: closed")
+	// ErrDatabases is returned by Load when the folder holds keys of a
+	// database the store does not have.
+	ErrDatabases = errors.New("persistence: too few databases for this folder")
 )
 
 // memTableSize is Pebble's write buffer (its default). A larger one would
@@ -53,17 +59,15 @@ type DB struct {
 	log    *slog.Logger
 
 	mu sync.Mutex // guards the fields down to stopped; held to append or swap, never across I/O
-	// batch collects the latest changes; it is sealed into queue once it
-	// reaches sealAt, or when the committer comes for it.
-	batch *pebble.Batch
-	// deletes counts the deletions in batch, for the compactor.
-	deletes int64
-	// queue holds the sealed batches the committer has yet to take, oldest
-	// first.
+	// rec collects the latest changes as a log record; it is sealed into
+	// queue once it reaches sealAt, or when the committer comes for it.
+	rec []byte
+	// queue holds the sealed records the committer has yet to take,
+	// oldest first.
 	queue []sealed
-	// free holds committed batches for reuse, so the steady state does not
-	// allocate.
-	free []*pebble.Batch
+	// free holds committed records for reuse, so the steady state does
+	// not allocate.
+	free [][]byte
 	// room is signalled when the committer empties queue; appenders wait
 	// on it only when maxQueue batches are waiting (Pebble is stalled).
 	room sync.Cond
@@ -76,6 +80,17 @@ type DB struct {
 	lastSync atomic.Int64  // Unix seconds of the last successful sync
 	commits  atomic.Int64  // group commits applied
 	syncs    atomic.Int64  // WAL syncs, with a commit or alone
+	logBytes atomic.Int64  // log written since the last checkpoint began
+
+	// ks is the store Load filled, which checkpoints save; nil before.
+	ks *store.Store
+	// cpMu serializes checkpoints (the background ones and Close's) and
+	// guards checkpointed, the last change the saved copy covers.
+	cpMu            sync.Mutex
+	checkpointed    uint64
+	checkpointCount atomic.Int64
+	cpStop          context.CancelFunc // stops the checkpointer; nil before Load
+	cpDone          chan struct{}      // closed when it has stopped
 
 	wake chan struct{} // buffered 1: there is work for the committer
 	stop chan struct{} // closed by Close
@@ -98,11 +113,10 @@ type DB struct {
 	closed  bool         // guarded by closeMu
 }
 
-// sealed is a batch waiting for the committer.
+// sealed is a log record waiting for the committer.
 type sealed struct {
-	b       *pebble.Batch
-	seq     uint64 // seq of its last change
-	deletes int64
+	b   []byte
+	seq uint64 // seq of its last change
 }
 
 // Open opens the database in opts.Dir, creating the folder and an empty
@@ -143,8 +157,9 @@ func Open(opts Options) (*DB, error) {
 		wake:   make(chan struct{}, 1),
 		stop:   make(chan struct{}),
 		done:   make(chan struct{}),
+		cpDone: make(chan struct{}),
+		rec:    make([]byte, 0, 64<<10),
 	}
-	d.batch = d.newBatch()
 	d.room.L = &d.mu
 	d.durable.L = &d.dmu
 	d.lastSync.Store(time.Now().Unix()) // nothing is unsynced yet
@@ -170,18 +185,22 @@ func openPebble(dir string, fresh bool, pl pebbleLogger, lock *pebble.Lock) (*pe
 	}
 	// A fresh database has no stamp yet, nor does one whose creation was
 	// interrupted before the stamp was synced; check accepted the latter
-	// only because it held no key at all.
-	_, closer, err := pdb.Get(formatKey)
+	// only because it held no key at all. A version 1 folder gets the
+	// current stamp (see formatVersion).
+	v, closer, err := pdb.Get(formatKey)
+	stamp := errors.Is(err, pebble.ErrNotFound)
+	if err == nil {
+		stamp = len(v) == 1 && v[0] == formatVersionV1
+		err = closer.Close()
+	}
 	switch {
-	case errors.Is(err, pebble.ErrNotFound):
+	case err != nil && !stamp:
+		err = fmt.Errorf("%w: folder %q: %w", ErrCorrupt, dir, err)
+	case stamp:
 		err = pdb.Set(formatKey, []byte{formatVersion}, pebble.Sync)
 		if err != nil {
 			err = fmt.Errorf("persistence: folder %q: writing the format marker: %w", dir, err)
 		}
-	case err != nil:
-		err = fmt.Errorf("%w: folder %q: %w", ErrCorrupt, dir, err)
-	default:
-		err = closer.Close()
 	}
 	if err != nil {
 		_ = pdb.Close()
@@ -304,7 +323,7 @@ func check(dir string, pl pebbleLogger, lock *pebble.Lock) error {
 		return fmt.Errorf("%w: folder %q: reading the format marker: %w", ErrCorrupt, dir, err)
 	}
 	defer closer.Close()
-	if len(v) != 1 || v[0] != formatVersion {
+	if len(v) != 1 || (v[0] != formatVersion && v[0] != formatVersionV1) {
 		return fmt.Errorf("%w: %q holds format %x, this build reads %d (written by a newer throttled?); "+
 			"nothing was changed", ErrFormat, dir, v, formatVersion)
 	}
@@ -326,6 +345,17 @@ func (d *DB) Close() error {
 	d.mu.Unlock()
 	d.room.Broadcast() // appenders waiting for room drop their change
 	<-d.done
+	if d.cpStop != nil {
+		d.cpStop()
+		<-d.cpDone
+		// The last checkpoint empties the log, so the next start has
+		// nothing to replay.
+		if d.Err() == nil {
+			if err := d.checkpoint(); err != nil {
+				d.fail(err)
+			}
+		}
+	}
 	d.compact.close()
 
 	d.closeMu.Lock()

@@ -76,26 +76,26 @@ func TestLoad_DropsExpired(t *testing.T) {
 	compareRecs(t, got, want)
 }
 
-// TestLoad_OwnsBytes: the bytes Load hands out are the caller's, not
-// Pebble's buffers that the next key would overwrite.
+// TestLoad_OwnsBytes: the values Load puts in the store are the store's,
+// not Pebble's buffers that the next key would overwrite, whether they come
+// from the log or from the saved copy.
 func TestLoad_OwnsBytes(t *testing.T) {
 	d := openT(t, t.TempDir(), EverySec)
+	want := map[string]rec{}
 	for i := range 100 {
-		d.Set(0, fmt.Appendf(nil, "k%03d", i), store.Value{Kind: store.KindString, Bytes: fmt.Appendf(nil, "v%03d", i)}, 0)
+		k, v := fmt.Appendf(nil, "k%03d", i), store.Value{Kind: store.KindString, Bytes: fmt.Appendf(nil, "v%03d", i)}
+		d.Set(0, k, v, 0)
+		want[dbKeyName(0, k)] = rec{v, 0}
 	}
 	closeT(t, d)
-	d = openT(t, d.dir, EverySec)
-	var vals [][]byte
-	err := d.Load(nowMs, func(db int, key []byte, v store.Value, expireMs int64) {
-		vals = append(vals, v.Bytes)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, v := range vals {
-		if want := fmt.Sprintf("v%03d", i); string(v) != want {
-			t.Errorf("value %d = %q after loading everything, want %q", i, v, want)
+	for _, from := range []string{"the log", "the saved copy"} {
+		d = openT(t, d.dir, EverySec)
+		if n := logRecords(t, d); (n == 0) != (from == "the saved copy") {
+			t.Fatalf("loading from %s, but the log holds %d records", from, n)
 		}
+		t.Logf("loading from %s", from)
+		compareRecs(t, loadAll(t, d, nowMs), want)
+		closeT(t, d) // checkpoints: the next round reads the saved copy
 	}
 }
 
@@ -332,7 +332,7 @@ func TestClose(t *testing.T) {
 	if err := d.WaitDurable(seq); err != nil {
 		t.Errorf("WaitDurable(%d) after Close = %v, want nil", seq, err)
 	}
-	if err := d.Load(nowMs, func(int, []byte, store.Value, int64) {}); !errors.Is(err, ErrClosed) {
+	if _, err := d.Load(newStoreT(t), nowMs*1e6); !errors.Is(err, ErrClosed) {
 		t.Errorf("Load after Close = %v, want ErrClosed", err)
 	}
 	if s := d.Stats(); s.Pending != 0 || s.Unsynced != 0 {
@@ -556,24 +556,40 @@ func TestOpen_CreatesMissingFolder(t *testing.T) {
 // TestLoad_RefusesBadRecord: a value this build cannot decode stops Load
 // with an error naming the key, rather than loading a wrong value.
 func TestLoad_RefusesBadRecord(t *testing.T) {
-	d := openT(t, t.TempDir(), EverySec)
-	closeT(t, d)
-	pdb, err := pebble.Open(d.dir, &pebble.Options{Logger: pebbleLogger{testLogger(t)}})
+	for _, c := range []struct {
+		name     string
+		key, val []byte
+		naming   string // what the error must quote
+	}{
+		{"saved value of an unknown version", encodeKey(0, []byte("bad")), []byte{valueVersion + 1, 1, 0, 0, 0, 0, 0, 0, 0, 0}, `"bad"`},
+		{"log record cut short", logKey(7), appendSet(nil, 0, []byte("k"), store.IntValue(1), 0)[:6], "log record 7"},
+		{"log change of an unknown kind", logKey(9), []byte{'x', 3, prefixData, 0, 0}, "log record 9"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			d := openT(t, t.TempDir(), EverySec)
+			closeT(t, d)
+			writeRaw(t, d.dir, c.key, c.val)
+			d = openT(t, d.dir, EverySec)
+			_, err := d.Load(newStoreT(t), nowMs*1e6)
+			if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), c.naming) {
+				t.Errorf("Load = %v, want ErrCorrupt naming %s", err, c.naming)
+			}
+		})
+	}
+}
+
+// writeRaw sets key to val in the Pebble database of dir, behind our back.
+func writeRaw(t *testing.T, dir string, key, val []byte) {
+	t.Helper()
+	pdb, err := pebble.Open(dir, &pebble.Options{Logger: pebbleLogger{testLogger(t)}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	k := make([]byte, keyLen([]byte("bad")))
-	putKey(k, 0, []byte("bad"))
-	if err := pdb.Set(k, []byte{valueVersion + 1, 1, 0, 0, 0, 0, 0, 0, 0, 0}, pebble.Sync); err != nil {
+	if err := pdb.Set(key, val, pebble.Sync); err != nil {
 		t.Fatal(err)
 	}
 	if err := pdb.Close(); err != nil {
 		t.Fatal(err)
-	}
-	d = openT(t, d.dir, EverySec)
-	err = d.Load(nowMs, func(int, []byte, store.Value, int64) {})
-	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), `"bad"`) {
-		t.Errorf("Load = %v, want ErrCorrupt naming key \"bad\"", err)
 	}
 }
 

@@ -59,17 +59,54 @@ func (r rec) String() string {
 
 func dbKeyName(db int, key []byte) string { return fmt.Sprintf("%d/%s", db, key) }
 
-// loadAll loads d at nowMs into a map keyed "db/key".
-func loadAll(t testing.TB, d *DB, nowMs int64) map[string]rec {
+// newStoreT returns an empty store with every database a test may use.
+func newStoreT(t testing.TB) *store.Store {
 	t.Helper()
+	s, err := store.New(store.Config{Databases: 1 << 16, Shards: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// dump returns every key of s live at nowMs, keyed "db/key".
+func dump(s *store.Store, nowMs int64) map[string]rec {
 	got := map[string]rec{}
-	err := d.Load(nowMs, func(db int, key []byte, v store.Value, expireMs int64) {
-		got[dbKeyName(db, key)] = rec{v, expireMs}
-	})
+	tx := s.Tx(nowMs * 1e6)
+	for db := range s.Databases() {
+		tx.ForEach(db, func(key string, v store.Value) bool {
+			exp, _ := tx.ExpireMs(db, []byte(key))
+			v.Bytes = append([]byte(nil), v.Bytes...)
+			got[dbKeyName(db, []byte(key))] = rec{v, exp}
+			return true
+		})
+	}
+	return got
+}
+
+// loadStore loads d at nowMs into a new store, which d then checkpoints.
+func loadStore(t testing.TB, d *DB, nowMs int64) *store.Store {
+	t.Helper()
+	return loadInto(t, d, newStoreT(t), nowMs)
+}
+
+// loadInto loads d at nowMs into s, which d then checkpoints.
+func loadInto(t testing.TB, d *DB, s *store.Store, nowMs int64) *store.Store {
+	t.Helper()
+	n, err := d.Load(s, nowMs*1e6)
 	if err != nil {
 		t.Fatalf("Load: %v", err)
 	}
-	return got
+	if got := len(dump(s, nowMs)); n != got {
+		t.Errorf("Load reported %d keys, the store holds %d", n, got)
+	}
+	return s
+}
+
+// loadAll loads d at nowMs into a map keyed "db/key".
+func loadAll(t testing.TB, d *DB, nowMs int64) map[string]rec {
+	t.Helper()
+	return dump(loadStore(t, d, nowMs), nowMs)
 }
 
 // reload closes d, opens its folder again and loads it at nowMs.
@@ -161,4 +198,24 @@ func waitFor(t testing.TB, within time.Duration, what string, cond func() bool) 
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// logRecords counts the records of d's log.
+func logRecords(t testing.TB, d *DB) int {
+	t.Helper()
+	n := 0
+	if err := d.scan(logStart, logEnd, func(k, v []byte) error { n++; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// locked runs fn on a Tx of s at nowMs holding every shard, as a command
+// would hold its keys' shards (the checkpointer may be reading s).
+func locked(s *store.Store, nowMs int64, fn func(tx store.Tx)) {
+	var l store.LockSet
+	l.AddAll()
+	s.Lock(&l)
+	defer s.Unlock(&l)
+	fn(s.Tx(nowMs * 1e6))
 }

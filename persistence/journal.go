@@ -19,8 +19,8 @@ var _ store.Journal = (*DB)(nil)
 // allows anyway.
 const linger = time.Millisecond
 
-// sealAt is the size at which a batch is sealed and queued for the
-// committer, which it wakes. Small batches keep Pebble on its ordinary
+// sealAt is the size at which a log record is sealed and queued for the
+// committer, which it wakes. Small records keep Pebble on its ordinary
 // commit path (a batch of half a memtable or more is applied as a memtable
 // of its own and forces a flush) and keep the WAL files near the memtable
 // size.
@@ -33,7 +33,7 @@ const sealAt = 256 << 10
 // memory grow without bound.
 const maxQueue = 64
 
-// maxFree is how many committed batches are kept for reuse.
+// maxFree is how many committed records are kept for reuse.
 const maxFree = 4
 
 // Set records that key of db holds v, expiring at expireMs (Unix ms, 0 for
@@ -42,11 +42,9 @@ const maxFree = 4
 func (d *DB) Set(db int, key []byte, v store.Value, expireMs int64) {
 	d.mu.Lock()
 	if d.waitRoomLocked() {
-		op := d.batch.SetDeferred(keyLen(key), valueLen(v))
-		putKey(op.Key, db, key)
-		putValue(op.Value, v, expireMs)
-		_ = op.Finish() // fails only for indexed batches
-		d.appendedLocked()
+		first := len(d.rec) == 0
+		d.rec = appendSet(d.rec, db, key, v, expireMs)
+		d.appendedLocked(first)
 	}
 	d.mu.Unlock()
 }
@@ -55,24 +53,21 @@ func (d *DB) Set(db int, key []byte, v store.Value, expireMs int64) {
 func (d *DB) Delete(db int, key []byte) {
 	d.mu.Lock()
 	if d.waitRoomLocked() {
-		op := d.batch.DeleteDeferred(keyLen(key))
-		putKey(op.Key, db, key)
-		_ = op.Finish()
-		d.deletes++
-		d.appendedLocked()
+		first := len(d.rec) == 0
+		d.rec = appendDelete(d.rec, db, key)
+		d.appendedLocked(first)
 	}
 	d.mu.Unlock()
 }
 
-// FlushDB records that every key of db is gone, as one range deletion. It is
-// part of store.Journal.
+// FlushDB records that every key of db is gone. It is part of
+// store.Journal.
 func (d *DB) FlushDB(db int) {
-	start, end := dbBounds(db)
 	d.mu.Lock()
 	if d.waitRoomLocked() {
-		_ = d.batch.DeleteRange(start, end, nil) // never fails on a batch
-		d.deletes += compactAfter
-		d.appendedLocked()
+		first := len(d.rec) == 0
+		d.rec = appendFlush(d.rec, db)
+		d.appendedLocked(first)
 	}
 	d.mu.Unlock()
 }
@@ -87,12 +82,12 @@ func (d *DB) waitRoomLocked() bool {
 }
 
 // appendedLocked numbers the change just appended and wakes the committer
-// when it has new work: a first change (under EverySec and No the committer
-// then lingers to gather more) or a sealed batch.
-func (d *DB) appendedLocked() {
+// when it has new work: a first change in an empty record (under EverySec
+// and No the committer then lingers to gather more) or a sealed record.
+func (d *DB) appendedLocked(first bool) {
 	d.lastSeq.Add(1)
-	first := d.batch.Count() == 1 && len(d.queue) == 0
-	if d.batch.Len() >= sealAt {
+	first = first && len(d.queue) == 0
+	if len(d.rec) >= sealAt {
 		d.sealLocked()
 	} else if !first {
 		return
@@ -103,20 +98,16 @@ func (d *DB) appendedLocked() {
 	}
 }
 
-// sealLocked queues the current batch for the committer and starts another.
+// sealLocked queues the current record for the committer and starts another.
 func (d *DB) sealLocked() {
-	d.queue = append(d.queue, sealed{b: d.batch, seq: d.lastSeq.Load(), deletes: d.deletes})
-	d.deletes = 0
+	last := d.lastSeq.Load()
+	d.queue = append(d.queue, sealed{b: d.rec, seq: last})
 	if n := len(d.free); n > 0 {
-		d.batch = d.free[n-1]
+		d.rec = d.free[n-1]
 		d.free = d.free[:n-1]
 	} else {
-		d.batch = d.newBatch()
+		d.rec = make([]byte, 0, 64<<10)
 	}
-}
-
-func (d *DB) newBatch() *pebble.Batch {
-	return d.pdb.NewBatch(pebble.WithInitialSizeBytes(64<<10), pebble.WithMaxRetainedSizeBytes(2*sealAt))
 }
 
 // LastSeq returns the sequence number of the latest change appended, 0 when
@@ -224,57 +215,60 @@ func (d *DB) sealedWaiting() bool {
 	return len(d.queue) > 0
 }
 
-// commit applies every appended change. It takes the queue and the current
-// batch under mu and applies them without it, so appenders never wait for
-// Pebble. Under Always only the last batch is committed with Sync: its sync
-// covers the WAL writes before it (Pebble syncs a WAL before rotating away
-// from it), so a backlog costs one fsync, not one per batch.
+// commit writes every appended change to the log, each sealed record as one
+// Pebble key, in one Pebble batch. It takes the queue and the current record
+// under mu and writes them without it, so appenders never wait for Pebble.
+// Under Always the batch is synced.
 func (d *DB) commit() {
 	d.mu.Lock()
 	if d.hasErr.Load() {
 		d.mu.Unlock()
 		return // nothing more is written after a failure
 	}
-	if !d.batch.Empty() {
+	if len(d.rec) > 0 {
 		d.sealLocked()
 	}
 	work := d.queue
 	d.queue, d.work = d.work, nil
 	d.mu.Unlock()
 	d.room.Broadcast()
+	if len(work) == 0 {
+		return
+	}
 
+	// One batch per record, each synced under Always only if it is the
+	// last: a sync covers the WAL writes before it (Pebble syncs a WAL
+	// before rotating away from it), and small batches keep Pebble's WAL
+	// files near the memtable size.
+	b := d.pdb.NewBatch()
+	defer func() { _ = b.Close() }()
 	for i, s := range work {
 		opts := pebble.NoSync
 		if d.policy == Always && i == len(work)-1 {
 			opts = pebble.Sync
 		}
-		if err := s.b.Commit(opts); err != nil {
-			d.fail(fmt.Errorf("applying changes up to %d: %w", s.seq, err))
+		b.Reset()
+		_ = b.Set(logKey(s.seq), s.b, nil) // never fails on a batch
+		if err := b.Commit(opts); err != nil {
+			d.fail(fmt.Errorf("writing the log up to change %d: %w", s.seq, err))
 			return
 		}
+		d.logBytes.Add(int64(len(s.b)))
 		d.applied.Store(s.seq)
 		d.commits.Add(1)
-		d.compact.add(s.deletes)
 	}
-	if len(work) > 0 && d.policy == Always {
+	if d.policy == Always {
 		d.markSynced(work[len(work)-1].seq)
 	}
 
-	for _, s := range work {
-		s.b.Reset() // outside mu: it clears the buffer
-	}
 	d.mu.Lock()
-	keep := min(len(work), maxFree-len(d.free))
-	for _, s := range work[:keep] {
-		d.free = append(d.free, s.b)
-	}
-	d.mu.Unlock()
 	for i, s := range work {
-		if i >= keep {
-			_ = s.b.Close()
+		if len(d.free) < maxFree && cap(s.b) <= 2*sealAt {
+			d.free = append(d.free, s.b[:0])
 		}
 		work[i] = sealed{}
 	}
+	d.mu.Unlock()
 	d.work = work[:0]
 }
 

@@ -2,6 +2,8 @@ package persistence
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"fmt"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -9,50 +11,156 @@ import (
 	"github.com/throttleddb/throttled/store"
 )
 
-// Load calls fn for every stored key that is live at nowMs (Unix ms), in
-// key order (database, then key bytes). Keys whose expiry has passed (expireMs
-// != 0 && nowMs > expireMs, the store's rule) are not passed on; their
-// deletion is journaled like any other, behind changes already appended.
+// Load fills s, an empty store nobody uses yet, with the keyspace on disk
+// as it was at the last change written: the saved copy first (store.Restore),
+// keys whose expiry has passed at now (Unix ns) left out, then the log on top
+// (store.Replay). It returns how many keys s holds. A key of a database s does
+// not have stops it with an error.
 //
-// key is valid only during the call; v.Bytes is a fresh copy that the
-// caller owns. Call Load at start-up, before the store is served, so that
-// the store does not journal changes to keys Load has yet to reach.
-func (d *DB) Load(nowMs int64, fn func(db int, key []byte, v store.Value, expireMs int64)) error {
+// Call it once, before s is served and before s.SetJournal(d). From then on
+// the DB checkpoints s in the background, and once at Close.
+func (d *DB) Load(s *store.Store, now int64) (int, error) {
 	d.closeMu.RLock()
 	defer d.closeMu.RUnlock()
 	if d.closed {
-		return ErrClosed
+		return 0, ErrClosed
 	}
-	it, err := d.pdb.NewIter(&pebble.IterOptions{LowerBound: dataStart, UpperBound: dataEnd})
+	if d.ks != nil {
+		return 0, fmt.Errorf("persistence: Load called twice")
+	}
+	expired, err := d.loadSaved(s, now/1e6)
+	if err == nil {
+		err = d.replayLog(s, now)
+	}
 	if err != nil {
-		return fmt.Errorf("%w: folder %q: %w", ErrCorrupt, d.dir, err)
+		return 0, err
 	}
-	for ok := it.First(); ok; ok = it.Next() {
-		db, key, err := decodeKey(it.Key())
-		if err != nil {
-			_ = it.Close()
-			return fmt.Errorf("%w: folder %q: %w", ErrCorrupt, d.dir, err)
+	// Expired keys leave the saved copy at once: they are not in the store,
+	// so no checkpoint would remove them.
+	if !expired.Empty() {
+		if err := expired.Commit(pebble.NoSync); err != nil {
+			return 0, fmt.Errorf("persistence: folder %q: removing expired keys: %w", d.dir, err)
 		}
-		raw, err := it.ValueAndErr()
+		d.compact.add(int64(expired.Count()))
+	}
+	_ = expired.Close()
+	keys := 0
+	for db := range s.Databases() {
+		keys += s.Tx(now).DBSize(db)
+	}
+	d.ks = s
+	ctx, cancel := context.WithCancel(context.Background())
+	d.cpStop = cancel
+	go d.checkpoints(ctx)
+	return keys, nil
+}
+
+// loadSaved restores the saved copy into s, and returns a batch deleting the
+// keys expired at nowMs.
+func (d *DB) loadSaved(s *store.Store, nowMs int64) (*pebble.Batch, error) {
+	expired := d.pdb.NewBatch()
+	err := d.scan(dataStart, dataEnd, func(k, raw []byte) error {
+		db, key, err := decodeKey(k)
 		if err != nil {
-			_ = it.Close()
-			return fmt.Errorf("%w: folder %q: key %q of db %d: %w", ErrCorrupt, d.dir, key, db, err)
+			return err
+		}
+		if err := checkDB(s, db); err != nil {
+			return err
 		}
 		v, expireMs, err := decodeValue(raw)
 		if err != nil {
-			_ = it.Close()
-			return fmt.Errorf("%w: folder %q: key %q of db %d: %w", ErrCorrupt, d.dir, key, db, err)
+			return fmt.Errorf("key %q of db %d: %w", key, db, err)
 		}
 		if expireMs != 0 && nowMs > expireMs {
-			d.Delete(db, key)
-			continue
+			return expired.Delete(k, nil)
 		}
 		if v.Kind != store.KindInt {
 			v.Bytes = bytes.Clone(v.Bytes)
 		}
-		fn(db, key, v, expireMs)
+		s.Restore(db, key, v, expireMs)
+		return nil
+	})
+	return expired, err
+}
+
+// replayLog applies every change of the log to s, in order, and continues
+// the numbering of changes after the last one.
+func (d *DB) replayLog(s *store.Store, now int64) error {
+	var last, changes uint64
+	var err error
+	s.Replay(now, func(t store.Tx) {
+		err = d.scan(logStart, logEnd, func(k, rec []byte) error {
+			seq, err := decodeLogKey(k)
+			if err != nil {
+				return err
+			}
+			last = seq
+			for len(rec) > 0 {
+				var c change
+				if c, rec, err = nextChange(rec); err != nil {
+					return fmt.Errorf("log record %d: %w", seq, err)
+				}
+				if err := checkDB(s, c.db); err != nil {
+					return err
+				}
+				apply(t, c)
+				changes++
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return err
 	}
-	if err := it.Close(); err != nil {
+	d.lastSeq.Store(last)
+	d.applied.Store(last)
+	d.synced.Store(last)
+	d.checkpointed = last - changes
+	return nil
+}
+
+// apply makes one change of the log in t.
+func apply(t store.Tx, c change) {
+	switch c.op {
+	case opSet:
+		if c.v.Kind != store.KindInt {
+			c.v.Bytes = bytes.Clone(c.v.Bytes)
+		}
+		t.Put(c.db, c.key, c.v, c.expireMs)
+	case opDelete:
+		t.Delete(c.db, c.key)
+	case opFlush:
+		t.Flush(c.db)
+	}
+}
+
+func checkDB(s *store.Store, db int) error {
+	if db >= s.Databases() {
+		return fmt.Errorf("%w: it holds keys of database %d but the server has %d databases (--databases)", ErrDatabases, db, s.Databases())
+	}
+	return nil
+}
+
+// scan calls fn for every key in [start, end) in order; an error from fn or
+// from Pebble stops it, reported as corruption unless it is ErrDatabases.
+func (d *DB) scan(start, end []byte, fn func(k, v []byte) error) error {
+	it, err := d.pdb.NewIter(&pebble.IterOptions{LowerBound: start, UpperBound: end})
+	if err != nil {
+		return fmt.Errorf("%w: folder %q: %w", ErrCorrupt, d.dir, err)
+	}
+	for ok := it.First(); ok && err == nil; ok = it.Next() {
+		var v []byte
+		if v, err = it.ValueAndErr(); err == nil {
+			err = fn(it.Key(), v)
+		}
+	}
+	if cerr := it.Close(); err == nil {
+		err = cerr
+	}
+	switch {
+	case errors.Is(err, ErrDatabases):
+		return fmt.Errorf("%w (folder %q)", err, d.dir)
+	case err != nil:
 		return fmt.Errorf("%w: folder %q: %w", ErrCorrupt, d.dir, err)
 	}
 	return nil

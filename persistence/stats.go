@@ -19,6 +19,9 @@ type Stats struct {
 	DiskBytes uint64
 	// Compactions counts the tombstone compactions run (see the package doc).
 	Compactions int64
+	// Checkpoints counts the checkpoints done; LogBytes is the log written
+	// since the last one began (see the package doc).
+	Checkpoints, LogBytes int64
 	// Err is the first write error (see Err).
 	Err error
 }
@@ -34,6 +37,8 @@ func (d *DB) Stats() Stats {
 		GroupCommits: d.commits.Load(),
 		Syncs:        d.syncs.Load(),
 		Compactions:  d.compact.runs.Load(),
+		Checkpoints:  d.checkpointCount.Load(),
+		LogBytes:     d.logBytes.Load(),
 		Err:          d.Err(),
 	}
 	d.closeMu.RLock()

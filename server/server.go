@@ -6,7 +6,6 @@ package server
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net"
 	"runtime"
@@ -187,18 +186,7 @@ func load(cfg Config, st *store.Store, now int64) (*persistence.DB, error) {
 	if err != nil {
 		return nil, err
 	}
-	keys, badDB := 0, -1
-	err = pdb.Load(now/1e6, func(db int, key []byte, v store.Value, expireMs int64) {
-		if db >= st.Databases() {
-			badDB = db
-			return
-		}
-		st.Restore(db, key, v, expireMs)
-		keys++
-	})
-	if err == nil && badDB >= 0 {
-		err = fmt.Errorf("data folder %q holds keys of database %d but the server has %d databases (--databases)", cfg.Dir, badDB, st.Databases())
-	}
+	keys, err := pdb.Load(st, now)
 	if err != nil {
 		closePersistence(pdb)
 		return nil, err

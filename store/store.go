@@ -74,8 +74,13 @@ type Store struct {
 
 	// journal hears of every change; nil when nothing is persisted.
 	journal Journal
-	// restoring is set while Restore runs: no eviction then.
-	restoring bool
+	// mode says how changes are recorded for persistence (see saved.go).
+	mode mode
+	// flushed marks the databases flushed since the last Collect; guarded
+	// by holding every shard (Flush) or shard 0 (Collect).
+	flushed []bool
+	// gone counts the keys of every shard's gone list.
+	gone atomic.Int64
 }
 
 // Journal receives every change to the keyspace, for persistence. Calls for
@@ -92,24 +97,13 @@ type Journal interface {
 	FlushDB(db int)
 }
 
-// SetJournal makes the store report every later change to j. Call it before
-// the store is used concurrently. If restored keys left the store over its
-// bounds, the background evictor is woken now, so that what it evicts
-// reaches the journal too.
+// SetJournal makes the store report every later change to j, and keep the
+// bookkeeping of Collect. Call it before the store is used concurrently. If
+// restored keys left the store over its bounds, the background evictor is
+// woken now, so that what it evicts reaches the journal too.
 func (s *Store) SetJournal(j Journal) {
-	s.journal = j
+	s.journal, s.mode = j, modeTrack
 	s.wakeEvictor()
-}
-
-// Restore puts a key loaded from persistence into the store without telling
-// the journal, and without evicting (an eviction the journal did not hear of
-// would come back at the next start). It is for start-up, before the store
-// is shared.
-func (s *Store) Restore(db int, key []byte, v Value, expireMs int64) {
-	j := s.journal
-	s.journal, s.restoring = nil, true
-	s.Tx(0).Put(db, key, v, expireMs)
-	s.journal, s.restoring = j, false
 }
 
 // entry is one key. Entries are held by pointer so that overwriting a live key
@@ -120,6 +114,7 @@ func (s *Store) Restore(db int, key []byte, v Value, expireMs int64) {
 // TATs) are integers and would otherwise carry an empty 24-byte slice.
 type entry struct {
 	kind     Kind
+	flags    flags   // persistence bookkeeping (see saved.go)
 	atime    uint32  // last access in Unix seconds, for LRU eviction
 	n        int64   // KindInt's integer
 	expireMs int64   // Unix milliseconds; 0 means no expiry
@@ -167,6 +162,8 @@ type shard struct {
 	// watchers lists the WATCHes on keys of this shard; nil when there are none,
 	// which keeps the write path to one nil check.
 	watchers map[dbKey][]*Watch
+	// gone lists the saved keys removed since the last Collect (saved.go).
+	gone []dbKey
 }
 
 type dbKey struct {
@@ -185,7 +182,8 @@ func New(cfg Config) (*Store, error) {
 		mask:   uint64(cfg.Shards - 1),
 		dbs:    cfg.Databases,
 
-		evict: make(chan struct{}, 1),
+		evict:   make(chan struct{}, 1),
+		flushed: make([]bool, cfg.Databases),
 	}
 	s.SetLimits(cfg.MaxKeys, cfg.MaxMemory)
 	for i := range s.shards {
@@ -353,17 +351,13 @@ func (s *Store) remove(sh *shard, db int, key []byte, e *entry) {
 	s.account(sh, db, -1, -cost(key, e))
 	delete(sh.dbs[db], string(key))
 	sh.touch(db, key)
-	if s.journal != nil {
-		s.journal.Delete(db, key)
-	}
+	s.removed(sh, db, key, e)
 }
 
 // changed tells watchers and the journal that e, key's entry, was written.
 func (s *Store) changed(sh *shard, db int, key []byte, e *entry) {
 	sh.touch(db, key)
-	if s.journal != nil {
-		s.journal.Set(db, key, e.value(), e.expireMs)
-	}
+	s.written(db, key, e)
 }
 
 // account adds keys and bytes to db's counts in sh and the store's totals.
@@ -452,7 +446,7 @@ func (t Tx) Put(db int, key []byte, v Value, expireMs int64) {
 	t.s.setValue(sh, db, e, v)
 	e.expireMs = expireMs
 	t.s.changed(sh, db, key, e)
-	if !t.s.restoring && t.s.over() {
+	if t.s.evicting() && t.s.over() {
 		t.s.evictSome(sh, t.nowMs, db, key)
 	}
 }
@@ -541,9 +535,7 @@ func (t Tx) Flush(db int) {
 		sh.dbs[db] = nil
 		sh.expires[db] = 0
 	}
-	if t.s.journal != nil {
-		t.s.journal.FlushDB(db)
-	}
+	t.s.flushedDB(db)
 }
 
 // ForEach calls fn for every live key of db, in no particular order, until fn

@@ -1,0 +1,125 @@
+package persistence
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/throttleddb/throttled/store"
+)
+
+// When a checkpoint is due (see the package doc).
+const (
+	// checkpointLogBytes: this much log written since the last checkpoint.
+	// It bounds the log on disk and what a start replays (about a second
+	// of work for 64 MB).
+	checkpointLogBytes = 64 << 20
+	// checkpointGone: this many removed saved keys listed in the store,
+	// whose memory the checkpoint frees.
+	checkpointGone = 100_000
+	// checkpointAge: anything logged, and the last checkpoint this old.
+	// Most rate-limit keys live less than that, so a checkpoint seldom
+	// has to save them.
+	checkpointAge = 10 * time.Second
+	// checkpointCheck is how often the checkpointer looks.
+	checkpointCheck = 100 * time.Millisecond
+	// checkpointChunk is the size at which the saved-copy batch is
+	// written out between shards, which bounds its memory.
+	checkpointChunk = 1 << 20
+)
+
+// checkpoints runs until ctx is done, checkpointing when one is due.
+func (d *DB) checkpoints(ctx context.Context) {
+	defer close(d.cpDone)
+	t := time.NewTicker(checkpointCheck)
+	defer t.Stop()
+	last := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		logged := d.logBytes.Load()
+		due := logged >= checkpointLogBytes || d.ks.Gone() >= checkpointGone ||
+			(logged > 0 && time.Since(last) >= checkpointAge)
+		if !due || d.Err() != nil {
+			continue
+		}
+		if err := d.checkpoint(); err != nil {
+			d.fail(err)
+			return
+		}
+		last = time.Now()
+	}
+}
+
+// checkpoint brings the saved copy up to date with what the store changed
+// since the last checkpoint and deletes the log records that copy now
+// covers: those of every change already written to the log when it began.
+// The saved copy is written in chunks; the last chunk carries the log's
+// deletion, so a crash in between leaves the log whole, and replaying it
+// over a partly updated copy gives the same keyspace (every change carries
+// its key's whole value).
+func (d *DB) checkpoint() error {
+	d.cpMu.Lock()
+	defer d.cpMu.Unlock()
+	logged := d.logBytes.Load()
+	upTo := d.applied.Load() // changes up to here are in the log and will be in the copy
+	w := saver{b: d.pdb.NewBatch()}
+	defer func() { _ = w.b.Close() }()
+	d.ks.Collect(&w)
+	if w.err != nil {
+		return fmt.Errorf("checkpoint: %w", w.err)
+	}
+	_ = w.b.DeleteRange(logStart, logKey(upTo+1), nil) // never fails on a batch
+	if err := w.b.Commit(pebble.NoSync); err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	d.logBytes.Add(-logged)
+	d.checkpointCount.Add(1)
+	// Every change the log held is garbage on disk now, as is what the
+	// deletions hide.
+	d.compact.add(w.deletes + int64(upTo-d.checkpointed))
+	d.checkpointed = upTo
+	return nil
+}
+
+// saver writes what store.Collect hands over into the saved copy.
+type saver struct {
+	b       *pebble.Batch
+	key     []byte
+	deletes int64
+	err     error
+}
+
+var _ store.Collector = (*saver)(nil)
+
+func (w *saver) Flushed(db int) {
+	start, end := dbBounds(db)
+	_ = w.b.DeleteRange(start, end, nil)
+	w.deletes += compactAfter
+}
+
+func (w *saver) Removed(db int, key string) {
+	w.key = appendKey(w.key[:0], db, key)
+	_ = w.b.Delete(w.key, nil)
+	w.deletes++
+}
+
+func (w *saver) Changed(db int, key string, v store.Value, expireMs int64) {
+	op := w.b.SetDeferred(keyHeader+len(key), valueLen(v))
+	appendKey(op.Key[:0], db, key)
+	appendValue(op.Value[:0], v, expireMs)
+	_ = op.Finish() // fails only for indexed batches
+}
+
+func (w *saver) ShardDone() {
+	if w.err != nil || w.b.Len() < checkpointChunk {
+		return
+	}
+	w.err = w.b.Commit(pebble.NoSync)
+	w.b.Reset()
+}
