@@ -1,19 +1,57 @@
 // Package persistence keeps the keyspace on disk, in Pebble, for the
 // single-node mode: the store reports every change to a DB (it implements
-// store.Journal), and at start-up Load hands every live key back before the
-// listener opens.
+// store.Journal), and at start-up Load puts the keyspace back into the store
+// before the listener opens.
 //
-// # What is stored
+// # A log and a saved copy
 //
-// One Pebble record per key: every database, every kind of value, and its
-// expiry. Keys are
+// The folder holds two things:
 //
-//	[0x01][db uint16 big-endian][user key]
+//   - the log: every change, in order, as the store reported it. Changes
+//     are appended to an in-memory record, and each group commit writes the
+//     records gathered since the last one as one Pebble key each, keyed by
+//     the sequence number of its last change:
 //
-// so a database is one contiguous range (FLUSHDB is a single range
-// deletion) and Load sees keys in database order. The first byte sets data
-// apart from our own metadata, under 0x00: today only the key "\x00format",
-// holding the folder's format version (1). Values are
+//     [0x02][seq uint64 big-endian]
+//
+//   - the saved copy: one Pebble key per key of the keyspace, as it was at
+//     the last checkpoint:
+//
+//     [0x01][db uint16 big-endian][user key]
+//
+// A checkpoint (checkpoint.go) asks the store for what changed since the
+// last one (store.Collect): the databases flushed, the saved keys removed,
+// and the current value of every key written. It writes that into the saved
+// copy and deletes the log records it covers, those of every change made
+// before it began. Load restores the saved copy, dropping expired keys, and
+// then replays the log on top.
+//
+// Why not simply one Pebble key per change? A rate-limit key changes on
+// every request, and an insert into Pebble (its memtable skiplist, then
+// flushes and compactions) costs several times what the command itself
+// does. Appending to a log record costs a copy; a checkpoint then writes
+// each changed key once however often it changed, and a key that came and
+// went between two checkpoints, as most rate-limit keys do, not at all.
+//
+// Every change in the log carries its key's whole value (or its deletion,
+// or a database's flush), never a delta, so replaying a change gives the
+// same result whatever came before it. That is what lets a checkpoint run
+// while commands keep changing the store, write the saved copy in several
+// batches, and crash half-way: the log it has not yet deleted, replayed over
+// a saved copy that is partly newer, still gives the keyspace.
+//
+// A checkpoint is due when 64 MB of log were written since the last one
+// (which bounds the log on disk and what a start replays), when 100,000
+// removed saved keys wait in the store's list (memory), or when anything
+// was logged and the last one is 10 seconds old. Close runs a last one, so
+// a clean restart replays nothing.
+//
+// Keys of the saved copy are laid out so that a database is one contiguous
+// range (a flush is a single range deletion) and Load sees keys in database
+// order. The first byte sets data apart from the log and from our own
+// metadata, under 0x00: today only the key "\x00format", holding the
+// folder's format version (2; a version 1 folder is a saved copy without a
+// log, and is restamped when opened). Values are
 //
 //	[value version = 1][kind][expireMs int64 big-endian][payload]
 //
@@ -21,15 +59,16 @@
 // int64 big-endian for store.KindInt and the value's bytes for every other
 // kind (strings, and the rate-limit engines' states, which carry their own
 // versioned encodings). Kinds this package has never heard of go through
-// unchanged.
+// unchanged. A log record is a sequence of changes in the same encodings
+// (codec.go).
 //
 // # Group commit and the fsync policies
 //
 // Journal calls arrive under the key's shard lock, so they must be cheap:
-// each appends the change to an in-memory Pebble batch under a mutex and
+// each appends the change to the in-memory log record under a mutex and
 // gives it the next sequence number (LastSeq). Appenders never wait for
-// Pebble. A committer goroutine takes the batch (and any sealed ones: a
-// batch is sealed at 256 KB) and applies them, in order; meanwhile the
+// Pebble. A committer goroutine takes the record (and any sealed ones: a
+// record is sealed at 256 KB) and writes them, in order; meanwhile the
 // appenders fill a new one. Every change made during one commit therefore
 // goes to disk together in the next: one fsync covers the changes of every
 // connection that wrote meanwhile.
@@ -41,7 +80,7 @@
 //     it writes replies, so a client never sees the effect of a change that
 //     a crash could undo. Nothing acknowledged is lost, even in a power
 //     failure.
-//   - EverySec (the default): changes are applied within a millisecond and
+//   - EverySec (the default): changes are logged within a millisecond and
 //     the WAL is synced about once a second when something was written. A
 //     crash of the process loses only what had not reached the kernel (a
 //     few milliseconds); a crash of the machine loses about the last second.
@@ -50,7 +89,7 @@
 //     kernel had not written (on Linux, up to about 30 seconds).
 //
 // Under EverySec and No, WaitDurable does not wait. If the disk falls far
-// behind, changes queue in memory up to 64 sealed batches (16 MB), then the
+// behind, changes queue in memory up to 64 sealed records (16 MB), then the
 // appenders wait, as Redis blocks writes when its fsync falls behind: memory
 // stays bounded, and under EverySec the loss grows with the backlog.
 //
@@ -62,17 +101,19 @@
 // # Folder size
 //
 // Deleted and expired keys must leave the disk, or a rate limiter that sees
-// millions of short-lived keys would fill it. In Pebble a deletion is a
+// millions of short-lived keys would fill it. A checkpoint deletes the log
+// it covers and the saved keys that were removed; in Pebble a deletion is a
 // tombstone: the value it hides goes when a compaction brings the two
 // together, the tombstone itself only at the bottom level. Pebble's own
 // compactions do that while writes flow, but nothing schedules the last
-// ones once writes stop. So the DB counts deletions and, after 100,000 of
-// them, compacts the data range in the background at the next quiet second
-// (or within a minute under steady load), spending at most a tenth of the
-// time on it. The folder then holds the live keys plus a fixed floor: the
-// WAL files Pebble keeps for reuse (up to four files of about a memtable,
-// 4 MB, each) and a few KB of metadata. The memtable is kept at Pebble's
-// default size for that reason.
+// ones once writes stop. So the DB counts deletions (every change of a
+// deleted log record counts as one) and, after 100,000 of them, compacts
+// the data and log ranges in the background at the next quiet second (or
+// within a minute under steady load), or after 10 quiet seconds for fewer,
+// spending at most a tenth of the time on it. The folder then holds the live
+// keys plus a fixed floor: the WAL files Pebble keeps for reuse (up to four
+// files of about a memtable, 4 MB, each) and a few KB of metadata. The
+// memtable is kept at Pebble's default size for that reason.
 //
 // # A folder that is not ours is never touched
 //

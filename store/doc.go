@@ -32,7 +32,9 @@
 // # Persistence and bounds
 //
 // A Journal (SetJournal) hears every change, in order per key, while the
-// key's shard is locked: package persistence writes them to disk. MaxKeys and
+// key's shard is locked: package persistence logs them to disk, and now and
+// then saves what changed since the last time, which the store tracks for it
+// (Collect, saved.go). MaxKeys and
 // MaxMemory bound the keyspace; a write that goes over evicts from its own
 // shard (see evict.go for the order), and the sweeper evicts elsewhere when
 // that shard has nothing to give.
