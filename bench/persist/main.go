@@ -1,7 +1,7 @@
 // Command persist measures what durability costs throttled, side by side with
 // redis-server in the same run, and prints Markdown tables.
 //
-//	go run ./bench/persist [-n 100000] [-P 1,16] [-runs 3] [-pin] [-keys 1000000] [-skip memory,restart]
+//	go run ./bench/persist [-n 100000] [-seconds 12] [-P 1,16] [-runs 3] [-pin] [-keys 1000000] [-skip memory,restart]
 //
 // It has three parts:
 //
@@ -42,7 +42,8 @@ import (
 var parts = []string{"throughput", "memory", "restart"}
 
 type config struct {
-	requests  int   // -n: requests per redis-benchmark run
+	requests  int     // -n: requests of the run that sizes the measured ones
+	seconds   float64 // -seconds: how long a measured run lasts, about
 	pipelines []int // -P
 	runs      int
 	pin       bool
@@ -56,7 +57,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs := flag.NewFlagSet("persist", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var pipelines, skip string
-	fs.IntVar(&c.requests, "n", 100000, "requests per redis-benchmark run")
+	fs.IntVar(&c.requests, "n", 100000, "requests of each server's first, unmeasured run, which sizes the measured ones")
+	fs.Float64Var(&c.seconds, "seconds", 12, "length of a measured run: long enough for throttled's checkpoints (every 10 s under load) to count")
 	fs.StringVar(&pipelines, "P", "1,16", "comma-separated pipeline depths")
 	fs.IntVar(&c.runs, "runs", 3, "repeat each throughput measurement this many times and report the median")
 	fs.BoolVar(&c.pin, "pin", false, "run the servers on CPU 0 and redis-benchmark on the other CPUs (taskset)")
@@ -85,8 +87,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		c.skip[p] = true
 	}
 	switch {
-	case c.requests < 1 || c.runs < 1 || c.keys < 1:
-		return c, errors.New("-n, -runs and -keys must be positive")
+	case c.requests < 1 || c.runs < 1 || c.keys < 1 || c.seconds <= 0:
+		return c, errors.New("-n, -seconds, -runs and -keys must be positive")
 	case c.pin && runtime.NumCPU() < 2:
 		return c, errors.New("-pin needs at least two CPUs")
 	}

@@ -69,7 +69,23 @@ func (r *runner) throughput(ctx context.Context, w io.Writer) error {
 	}
 
 	results := map[[2]int][]float64{} // {pipeline, server index} -> rps of each run
+	checkpoints := map[int]int64{}    // server index -> checkpoints during measured runs
 	for _, pl := range r.cfg.pipelines {
+		// A first run of -n requests sizes each server's measured runs to
+		// about -seconds: long enough that throttled's checkpoints, which
+		// run every 10 s under load, are part of what is measured.
+		requests := make([]int, len(servers))
+		for i, s := range servers {
+			if err := r.waitIdle(ctx, servers); err != nil {
+				return err
+			}
+			res, err := r.bench(ctx, s, pl, r.cfg.requests)
+			if err != nil {
+				return err
+			}
+			requests[i] = max(r.cfg.requests, int(res.RPS*r.cfg.seconds))
+			r.logf("P=%-3d sizing    %-28s %9.0f rps -> %d requests per run", pl, s.label, res.RPS, requests[i])
+		}
 		for run := range r.cfg.runs {
 			order := []int{0, 1, 2, 3, 4, 5}
 			if run%2 == 1 { // alternate who goes first
@@ -83,41 +99,41 @@ func (r *runner) throughput(ctx context.Context, w io.Writer) error {
 				if err := r.waitIdle(ctx, servers); err != nil {
 					return err
 				}
-				bctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
-				res, err := redisbench.Run(bctx, redisbench.Options{
-					Addr: s.addr, Clients: benchClients, Requests: r.cfg.requests, KeySpace: benchKeySpace,
-					Pipeline: pl, Command: s.throttle("k:__rand_int__", benchParams...), Wrap: harness.ClientWrap(r.cfg.pin),
-				})
-				cancel()
+				before := checkpointsOf(ctx, s)
+				res, err := r.bench(ctx, s, pl, requests[i])
 				if err != nil {
-					if ctx.Err() == nil {
-						err = fmt.Errorf("%s: %w\n--- server output ---\n%s", s.label, err, s.p.Output())
-					}
 					return err
 				}
+				cps := checkpointsOf(ctx, s) - before
+				checkpoints[i] += cps
 				k := [2]int{pl, i}
 				results[k] = append(results[k], res.RPS)
-				r.logf("P=%-3d run %d/%d  %-28s %9.0f rps", pl, run+1, r.cfg.runs, s.label, res.RPS)
+				r.logf("P=%-3d run %d/%d  %-28s %9.0f rps, %d checkpoints", pl, run+1, r.cfg.runs, s.label, res.RPS, cps)
 			}
 		}
 	}
 
 	fmt.Fprintf(w, "\n### Throughput under each fsync policy\n\n")
-	fmt.Fprintf(w, "redis-benchmark `-c %d -n %d -r %d -P <p> -q --csv`, sending `%s` to throttled and `%s` to redis-server. "+
+	fmt.Fprintf(w, "redis-benchmark `-c %d -r %d -P <p> -q --csv`, sending `%s` to throttled and `%s` to redis-server. "+
+		"Each measured run lasts about %g s (`-n` sized by a first, unmeasured run of %d requests), so that throttled's checkpoints (every 10 s under load) are part of it. "+
 		"Requests per second, median of %d runs (± half the min-max range, in %% of the median); servers interleaved, order reversed every other run; before each measurement the servers must have been idle for a second (at most 20 ms of CPU).\n\n",
-		benchClients, r.cfg.requests, benchKeySpace, strings.Join(servers[0].throttle("k:__rand_int__", benchParams...), " "),
-		"EVALSHA <sha of bench/gcra.lua> 1 k:__rand_int__ "+strings.Join(benchParams, " ")+" 1", r.cfg.runs)
+		benchClients, benchKeySpace, strings.Join(servers[0].throttle("k:__rand_int__", benchParams...), " "),
+		"EVALSHA <sha of bench/gcra.lua> 1 k:__rand_int__ "+strings.Join(benchParams, " ")+" 1", r.cfg.seconds, r.cfg.requests, r.cfg.runs)
 	fmt.Fprintf(w, "| server | flags |")
 	for _, pl := range r.cfg.pipelines {
 		fmt.Fprintf(w, " P=%d rps |", pl)
 	}
-	fmt.Fprintf(w, "\n|---|---|%s\n", strings.Repeat("---:|", len(r.cfg.pipelines)))
+	fmt.Fprintf(w, " checkpoints during the runs |\n|---|---|%s---:|\n", strings.Repeat("---:|", len(r.cfg.pipelines)))
 	for i, s := range servers {
 		fmt.Fprintf(w, "| %s | `%s` |", s.label, flagsText(s))
 		for _, pl := range r.cfg.pipelines {
 			fmt.Fprintf(w, " %s |", rpsCell(results[[2]int{pl, i}]))
 		}
-		fmt.Fprintln(w)
+		if s.redis || s.dir == "" {
+			fmt.Fprintf(w, " - |\n")
+		} else {
+			fmt.Fprintf(w, " %d |\n", checkpoints[i])
+		}
 	}
 	fmt.Fprintf(w, "\n| ratio |")
 	for _, pl := range r.cfg.pipelines {
@@ -140,6 +156,45 @@ func (r *runner) throughput(ctx context.Context, w io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// bench runs redis-benchmark on s once.
+func (r *runner) bench(ctx context.Context, s *server, pipeline, requests int) (redisbench.Result, error) {
+	bctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
+	res, err := redisbench.Run(bctx, redisbench.Options{
+		Addr: s.addr, Clients: benchClients, Requests: requests, KeySpace: benchKeySpace,
+		Pipeline: pipeline, Command: s.throttle("k:__rand_int__", benchParams...), Wrap: harness.ClientWrap(r.cfg.pin),
+	})
+	if err != nil && ctx.Err() == nil {
+		err = fmt.Errorf("%s: %w\n--- server output ---\n%s", s.label, err, s.p.Output())
+	}
+	return res, err
+}
+
+// checkpointsOf returns throttled's aof_checkpoints (INFO persistence); 0
+// for redis-server, or when it cannot be read.
+func checkpointsOf(ctx context.Context, s *server) int64 {
+	if s.redis {
+		return 0
+	}
+	c, err := respconn.Dial(ctx, s.addr, 5*time.Second)
+	if err != nil {
+		return 0
+	}
+	defer c.Close()
+	v, err := c.Do("INFO", "persistence")
+	info, ok := v.(string)
+	if err != nil || !ok {
+		return 0
+	}
+	for line := range strings.Lines(info) {
+		if n, found := strings.CutPrefix(strings.TrimSpace(line), "aof_checkpoints:"); found {
+			cps, _ := strconv.ParseInt(n, 10, 64)
+			return cps
+		}
+	}
+	return 0
 }
 
 // waitIdle waits until the servers together have used at most 20 ms of CPU
