@@ -112,8 +112,8 @@
 // within a minute under steady load), or after 10 quiet seconds for fewer,
 // spending at most a tenth of the time on it. The folder then holds the live
 // keys plus a fixed floor: the WAL files Pebble keeps for reuse (up to four
-// files of about a memtable, 4 MB, each) and a few KB of metadata. The
-// memtable is kept at Pebble's default size for that reason.
+// files of about a memtable, 2 MB, each) and a few KB of metadata. The
+// memtable is kept small for that reason, and for memory.
 //
 // # A folder that is not ours is never touched
 //

@@ -28,7 +28,9 @@ func (d *DB) Load(s *store.Store, now int64) (int, error) {
 	if d.ks != nil {
 		return 0, fmt.Errorf("persistence: Load called twice")
 	}
-	expired, err := d.loadSaved(s, now/1e6)
+	expired := d.pdb.NewBatch()
+	defer func() { _ = expired.Close() }()
+	err := d.loadSaved(s, now/1e6, expired)
 	if err == nil {
 		err = d.replayLog(s, now)
 	}
@@ -43,7 +45,6 @@ func (d *DB) Load(s *store.Store, now int64) (int, error) {
 		}
 		d.compact.add(int64(expired.Count()))
 	}
-	_ = expired.Close()
 	keys := 0
 	for db := range s.Databases() {
 		keys += s.Tx(now).DBSize(db)
@@ -55,11 +56,10 @@ func (d *DB) Load(s *store.Store, now int64) (int, error) {
 	return keys, nil
 }
 
-// loadSaved restores the saved copy into s, and returns a batch deleting the
-// keys expired at nowMs.
-func (d *DB) loadSaved(s *store.Store, nowMs int64) (*pebble.Batch, error) {
-	expired := d.pdb.NewBatch()
-	err := d.scan(dataStart, dataEnd, func(k, raw []byte) error {
+// loadSaved restores the saved copy into s, and adds the deletion of every
+// key expired at nowMs to expired.
+func (d *DB) loadSaved(s *store.Store, nowMs int64, expired *pebble.Batch) error {
+	return d.scan(dataStart, dataEnd, func(k, raw []byte) error {
 		db, key, err := decodeKey(k)
 		if err != nil {
 			return err
@@ -80,7 +80,6 @@ func (d *DB) loadSaved(s *store.Store, nowMs int64) (*pebble.Batch, error) {
 		s.Restore(db, key, v, expireMs)
 		return nil
 	})
-	return expired, err
 }
 
 // replayLog applies every change of the log to s, in order, and continues

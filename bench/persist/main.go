@@ -44,7 +44,7 @@ var parts = []string{"throughput", "memory", "restart"}
 type config struct {
 	requests  int     // -n: requests of the run that sizes the measured ones
 	seconds   float64 // -seconds: how long a measured run lasts, about
-	pipelines []int // -P
+	pipelines []int   // -P
 	runs      int
 	pin       bool
 	keys      int
