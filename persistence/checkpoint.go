@@ -57,33 +57,41 @@ func (d *DB) checkpoints(ctx context.Context) {
 }
 
 // checkpoint brings the saved copy up to date with what the store changed
-// since the last checkpoint and deletes the log records that copy now
-// covers: those of every change already written to the log when it began.
-// The saved copy is written in chunks; the last chunk carries the log's
-// deletion, so a crash in between leaves the log whole, and replaying it
-// over a partly updated copy gives the same keyspace (every change carries
-// its key's whole value).
+// since the last checkpoint and deletes the log segments that copy now
+// covers: those of every change already written to the log when it began,
+// which it closes so that later changes go to a new one. The saved copy is
+// written in chunks and synced before a segment goes, so a crash in between
+// leaves the log whole, and replaying it over a partly updated copy gives
+// the same keyspace (every change carries its key's whole value).
 func (d *DB) checkpoint() error {
 	d.cpMu.Lock()
 	defer d.cpMu.Unlock()
+	d.segs.mu.Lock()
 	logged := d.logBytes.Load()
 	upTo := d.applied.Load() // changes up to here are in the log and will be in the copy
+	err := d.segs.rotate()
+	d.segs.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("checkpoint: closing the log segment: %w", err)
+	}
 	w := saver{b: d.pdb.NewBatch()}
 	defer func() { _ = w.b.Close() }()
 	d.ks.Collect(&w)
 	if w.err != nil {
 		return fmt.Errorf("checkpoint: %w", w.err)
 	}
-	_ = w.b.DeleteRange(logStart, logKey(upTo+1), nil) // never fails on a batch
-	if err := w.b.Commit(pebble.NoSync); err != nil {
+	if err := w.b.Commit(pebble.Sync); err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
+	}
+	d.segs.mu.Lock()
+	err = d.segs.removeUpTo(upTo)
+	d.segs.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("checkpoint: removing log segments: %w", err)
 	}
 	d.logBytes.Add(-logged)
 	d.checkpointCount.Add(1)
-	// Every change the log held is garbage on disk now, as is what the
-	// deletions hide.
-	d.compact.add(w.deletes + int64(upTo-d.checkpointed))
-	d.checkpointed = upTo
+	d.compact.add(w.deletes) // what the deletions hide is garbage on disk now
 	return nil
 }
 

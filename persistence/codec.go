@@ -13,7 +13,6 @@ import (
 const (
 	prefixMeta byte = 0x00 // our own bookkeeping (formatKey)
 	prefixData byte = 0x01 // the saved copy: [prefixData][db uint16 BE][user key]
-	prefixLog  byte = 0x02 // the log: [prefixLog][seq of its last change uint64 BE]
 )
 
 // formatVersion is the layout of the whole folder (key and value encodings
@@ -34,13 +33,10 @@ const valueVersion byte = 1
 // formatKey holds formatVersion.
 var formatKey = []byte{prefixMeta, 'f', 'o', 'r', 'm', 'a', 't'}
 
-// dataStart and dataEnd bound every data key: [dataStart, dataEnd); logStart
-// and logEnd every log key.
+// dataStart and dataEnd bound every data key: [dataStart, dataEnd).
 var (
 	dataStart = []byte{prefixData}
 	dataEnd   = []byte{prefixData + 1}
-	logStart  = []byte{prefixLog}
-	logEnd    = []byte{prefixLog + 1}
 )
 
 const (
@@ -56,20 +52,6 @@ var errBadRecord = errors.New("bad record")
 func appendKey[K string | []byte](dst []byte, db int, key K) []byte {
 	dst = append(dst, prefixData, byte(db>>8), byte(db))
 	return append(dst, key...)
-}
-
-// logKey is the key of the log record whose last change is seq: log records
-// sort in the order of their changes.
-func logKey(seq uint64) []byte {
-	return binary.BigEndian.AppendUint64([]byte{prefixLog}, seq)
-}
-
-// decodeLogKey returns the seq of a log key.
-func decodeLogKey(k []byte) (uint64, error) {
-	if len(k) != 9 || k[0] != prefixLog {
-		return 0, fmt.Errorf("%w: key %q is not a log key", errBadRecord, k)
-	}
-	return binary.BigEndian.Uint64(k[1:]), nil
 }
 
 // dbBounds returns the range [start, end) holding every key of db. The end

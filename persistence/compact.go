@@ -11,7 +11,7 @@ import (
 // level. While writes flow, Pebble's own compactions do that as they go;
 // but once they stop (a burst of keys has expired and traffic is low),
 // nothing schedules the last compactions and the folder keeps the dead
-// keys. The compactor compacts the whole data range (and the log's) when
+// keys. The compactor compacts the whole data range when
 // enough deletions have been applied since its last run, or any at all once
 // the DB has been quiet for compactIdle.
 //
@@ -98,7 +98,7 @@ func (c *compactor) run(ctx context.Context, d *DB) {
 			continue
 		}
 		n := c.deletes.Swap(0)
-		err := d.pdb.Compact(ctx, dataStart, logEnd, true)
+		err := d.pdb.Compact(ctx, dataStart, dataEnd, true)
 		took := time.Since(now)
 		next = time.Now().Add(time.Duration(float64(took) * (1/compactDuty - 1)))
 		due = time.Time{}

@@ -92,10 +92,8 @@ type DB struct {
 
 	// ks is the store Load filled, which checkpoints save; nil before.
 	ks *store.Store
-	// cpMu serializes checkpoints (the background ones and Close's) and
-	// guards checkpointed, the last change the saved copy covers.
+	// cpMu serializes checkpoints (the background ones and Close's).
 	cpMu            sync.Mutex
-	checkpointed    uint64
 	checkpointCount atomic.Int64
 	cpStop          context.CancelFunc // stops the checkpointer; nil before Load
 	cpDone          chan struct{}      // closed when it has stopped
@@ -104,8 +102,12 @@ type DB struct {
 	stop chan struct{} // closed by Close
 	done chan struct{} // closed when the committer has exited
 	// work is the committer's own slice, swapped with queue so that
-	// taking the queue does not allocate.
+	// taking the queue does not allocate; recs and seqs are its buffers.
 	work []sealed
+	recs [][]byte
+	seqs []uint64
+	// segs holds the log (segments.go).
+	segs segments
 
 	dmu sync.Mutex // guards err and finished; the lock of durable
 	// durable is broadcast when synced moves, an error happens, or the
@@ -167,6 +169,7 @@ func Open(opts Options) (*DB, error) {
 		done:   make(chan struct{}),
 		cpDone: make(chan struct{}),
 		rec:    make([]byte, 0, 64<<10),
+		segs:   segments{dir: filepath.Join(dir, logDir)},
 	}
 	d.room.L = &d.mu
 	d.durable.L = &d.dmu
@@ -354,6 +357,10 @@ func (d *DB) Close() error {
 	d.mu.Unlock()
 	d.room.Broadcast() // appenders waiting for room drop their change
 	<-d.done
+	err := d.segs.close()
+	if err != nil {
+		d.fail(fmt.Errorf("closing the log: %w", err))
+	}
 	if d.cpStop != nil {
 		d.cpStop()
 		<-d.cpDone
@@ -369,7 +376,7 @@ func (d *DB) Close() error {
 
 	d.closeMu.Lock()
 	d.closed = true
-	err := errors.Join(d.pdb.Close(), d.lock.Close())
+	err = errors.Join(d.pdb.Close(), d.lock.Close())
 	d.closeMu.Unlock()
 	return errors.Join(d.Err(), err)
 }

@@ -1,6 +1,7 @@
 package persistence
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -208,7 +209,11 @@ func TestWaitDurable_Always(t *testing.T) {
 
 	copyDir := t.TempDir()
 	for name, data := range snapshotDir(t, dir) {
-		if err := os.WriteFile(filepath.Join(copyDir, name), []byte(data), 0o644); err != nil {
+		path := filepath.Join(copyDir, name)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -553,28 +558,91 @@ func TestOpen_CreatesMissingFolder(t *testing.T) {
 	}
 }
 
-// TestLoad_RefusesBadRecord: a value this build cannot decode stops Load
-// with an error naming the key, rather than loading a wrong value.
+// TestLoad_RefusesBadRecord: a value or a log record this build cannot
+// decode stops Load with an error naming it, rather than loading a wrong
+// value.
 func TestLoad_RefusesBadRecord(t *testing.T) {
 	for _, c := range []struct {
-		name     string
-		key, val []byte
-		naming   string // what the error must quote
+		name   string
+		write  func(dir string)
+		naming string // what the error must quote
 	}{
-		{"saved value of an unknown version", encodeKey(0, []byte("bad")), []byte{valueVersion + 1, 1, 0, 0, 0, 0, 0, 0, 0, 0}, `"bad"`},
-		{"log record cut short", logKey(7), appendSet(nil, 0, []byte("k"), store.IntValue(1), 0)[:6], "log record 7"},
-		{"log change of an unknown kind", logKey(9), []byte{'x', 3, prefixData, 0, 0}, "log record 9"},
+		{"saved value of an unknown version", func(dir string) {
+			writeRaw(t, dir, encodeKey(0, []byte("bad")), []byte{valueVersion + 1, 1, 0, 0, 0, 0, 0, 0, 0, 0})
+		}, `"bad"`},
+		{"log record cut short", func(dir string) {
+			writeSegment(t, dir, 1, appendFrame(nil, appendSet(nil, 0, []byte("k"), store.IntValue(1), 0)[:6], 7))
+		}, "log record 7"},
+		{"log change of an unknown kind", func(dir string) {
+			writeSegment(t, dir, 1, appendFrame(nil, []byte{'x', 3, prefixData, 0, 0}, 9))
+		}, "log record 9"},
+		{"torn frame before the last segment", func(dir string) {
+			good := appendFrame(nil, appendSet(nil, 0, []byte("k"), store.IntValue(1), 0), 1)
+			writeSegment(t, dir, 1, good[:len(good)-1])
+			writeSegment(t, dir, 2, appendFrame(nil, appendDelete(nil, 0, []byte("k")), 2))
+		}, "00000000000000000001.log"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			d := openT(t, t.TempDir(), EverySec)
 			closeT(t, d)
-			writeRaw(t, d.dir, c.key, c.val)
+			c.write(d.dir)
 			d = openT(t, d.dir, EverySec)
 			_, err := d.Load(newStoreT(t), nowMs*1e6)
 			if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), c.naming) {
 				t.Errorf("Load = %v, want ErrCorrupt naming %s", err, c.naming)
 			}
 		})
+	}
+}
+
+// TestLoad_TornTail: a crash in the middle of a write leaves the last
+// segment ending inside a frame, or with a frame whose checksum fails. Load
+// keeps every whole frame before it, cuts the file back to them, and the
+// next changes are logged after them.
+func TestLoad_TornTail(t *testing.T) {
+	for _, tear := range []struct {
+		name string
+		cut  func(frame []byte) []byte
+	}{
+		{"cut inside the header", func(f []byte) []byte { return f[:5] }},
+		{"cut inside the record", func(f []byte) []byte { return f[:len(f)-1] }},
+		{"bad checksum", func(f []byte) []byte { f = bytes.Clone(f); f[len(f)-1] ^= 1; return f }},
+	} {
+		t.Run(tear.name, func(t *testing.T) {
+			dir := t.TempDir()
+			d := openT(t, dir, EverySec)
+			closeT(t, d)
+			whole := appendFrame(nil, appendSet(nil, 0, []byte("kept"), store.IntValue(1), 0), 1)
+			torn := tear.cut(appendFrame(nil, appendSet(nil, 0, []byte("torn"), store.IntValue(2), 0), 2))
+			writeSegment(t, dir, 1, append(whole, torn...))
+
+			d = openT(t, dir, EverySec)
+			s := loadStore(t, d, nowMs)
+			compareRecs(t, dump(s, nowMs), map[string]rec{"0/kept": {store.IntValue(1), 0}})
+			if fi, err := os.Stat(filepath.Join(dir, logDir, segmentName(1))); err != nil || fi.Size() != int64(len(whole)) {
+				t.Errorf("the torn segment is %v bytes (%v), want it cut back to %d", fi.Size(), err, len(whole))
+			}
+			s.SetJournal(d)
+			locked(s, nowMs, func(tx store.Tx) { tx.Put(0, []byte("after"), store.IntValue(3), 0) })
+			closeWithoutCheckpoint(t, d)
+			d = openT(t, dir, EverySec)
+			compareRecs(t, loadAll(t, d, nowMs), map[string]rec{
+				"0/kept":  {store.IntValue(1), 0},
+				"0/after": {store.IntValue(3), 0},
+			})
+		})
+	}
+}
+
+// writeSegment writes a log segment starting at change first into the data
+// folder dir, behind our back.
+func writeSegment(t *testing.T, dir string, first uint64, frames []byte) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Join(dir, logDir), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, logDir, segmentName(first)), frames, 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -5,8 +5,6 @@ import (
 	"runtime"
 	"time"
 
-	"github.com/cockroachdb/pebble/v2"
-
 	"github.com/throttleddb/throttled/store"
 )
 
@@ -216,9 +214,9 @@ func (d *DB) sealedWaiting() bool {
 }
 
 // commit writes every appended change to the log, each sealed record as one
-// Pebble key, in one Pebble batch. It takes the queue and the current record
-// under mu and writes them without it, so appenders never wait for Pebble.
-// Under Always the batch is synced.
+// frame, in one write. It takes the queue and the current record under mu
+// and writes them without it, so appenders never wait for the disk. Under
+// Always the segment is synced before WaitDurable returns.
 func (d *DB) commit() {
 	d.mu.Lock()
 	if d.hasErr.Load() {
@@ -236,29 +234,31 @@ func (d *DB) commit() {
 		return
 	}
 
-	// One batch per record, each synced under Always only if it is the
-	// last: a sync covers the WAL writes before it (Pebble syncs a WAL
-	// before rotating away from it), and small batches keep Pebble's WAL
-	// files near the memtable size.
-	b := d.pdb.NewBatch()
-	defer func() { _ = b.Close() }()
-	for i, s := range work {
-		opts := pebble.NoSync
-		if d.policy == Always && i == len(work)-1 {
-			opts = pebble.Sync
-		}
-		b.Reset()
-		_ = b.Set(logKey(s.seq), s.b, nil) // never fails on a batch
-		if err := b.Commit(opts); err != nil {
-			d.fail(fmt.Errorf("writing the log up to change %d: %w", s.seq, err))
-			return
-		}
-		d.logBytes.Add(int64(len(s.b)))
-		d.applied.Store(s.seq)
-		d.commits.Add(1)
+	recs, seqs := d.recs[:0], d.seqs[:0]
+	for _, s := range work {
+		recs, seqs = append(recs, s.b), append(seqs, s.seq)
 	}
+	last := work[len(work)-1].seq
+	first := d.applied.Load() + 1
+	d.segs.mu.Lock()
+	err := d.segs.write(recs, seqs, first, d.policy == Always)
+	if err == nil {
+		// Under segs.mu, so that a checkpoint's rotation sees it.
+		d.applied.Store(last)
+	}
+	d.segs.mu.Unlock()
+	clear(recs)
+	d.recs, d.seqs = recs, seqs
+	if err != nil {
+		d.fail(fmt.Errorf("writing the log up to change %d: %w", last, err))
+		return
+	}
+	for _, s := range work {
+		d.logBytes.Add(int64(len(s.b)))
+	}
+	d.commits.Add(1)
 	if d.policy == Always {
-		d.markSynced(work[len(work)-1].seq)
+		d.markSynced(last)
 	}
 
 	d.mu.Lock()
@@ -272,15 +272,17 @@ func (d *DB) commit() {
 	d.work = work[:0]
 }
 
-// sync syncs the WAL if changes were applied since the last sync. It runs
-// on the committer, so everything applied so far is covered.
+// sync syncs the log if changes were written since the last sync. It runs
+// on the committer, so everything written so far is covered.
 func (d *DB) sync() {
 	seq := d.applied.Load()
 	if d.synced.Load() >= seq || d.Err() != nil {
 		return
 	}
-	// An empty LogData record is the cheapest write Pebble will sync.
-	if err := d.pdb.LogData(nil, pebble.Sync); err != nil {
+	d.segs.mu.Lock()
+	err := d.segs.sync()
+	d.segs.mu.Unlock()
+	if err != nil {
 		d.fail(fmt.Errorf("syncing changes up to %d: %w", seq, err))
 		return
 	}

@@ -85,17 +85,15 @@ func (d *DB) loadSaved(s *store.Store, nowMs int64, expired *pebble.Batch) error
 // replayLog applies every change of the log to s, in order, and continues
 // the numbering of changes after the last one.
 func (d *DB) replayLog(s *store.Store, now int64) error {
-	var last, changes uint64
+	var last uint64
+	var bytes int64
 	var err error
 	s.Replay(now, func(t store.Tx) {
-		err = d.scan(logStart, logEnd, func(k, rec []byte) error {
-			seq, err := decodeLogKey(k)
-			if err != nil {
-				return err
-			}
+		bytes, err = readSegments(d.segs.dir, func(rec []byte, seq uint64) error {
 			last = seq
 			for len(rec) > 0 {
 				var c change
+				var err error
 				if c, rec, err = nextChange(rec); err != nil {
 					return fmt.Errorf("log record %d: %w", seq, err)
 				}
@@ -103,18 +101,21 @@ func (d *DB) replayLog(s *store.Store, now int64) error {
 					return err
 				}
 				apply(t, c)
-				changes++
 			}
 			return nil
 		})
 	})
-	if err != nil {
-		return err
+	switch {
+	case errors.Is(err, ErrDatabases):
+		return fmt.Errorf("%w (folder %q)", err, d.dir)
+	case err != nil:
+		return fmt.Errorf("%w: folder %q: %w", ErrCorrupt, d.dir, err)
 	}
+	d.segs.bytes.Store(bytes)
+	d.logBytes.Store(bytes)
 	d.lastSeq.Store(last)
 	d.applied.Store(last)
 	d.synced.Store(last)
-	d.checkpointed = last - changes
 	return nil
 }
 

@@ -14,8 +14,8 @@ type Stats struct {
 	// GroupCommits counts the batches applied to Pebble, Syncs the WAL
 	// syncs; under Always changes/Syncs is the group commit's gain.
 	GroupCommits, Syncs int64
-	// DiskBytes is the space the database takes on disk, as Pebble counts
-	// it (0 after Close).
+	// DiskBytes is the space the database takes on disk: Pebble's files,
+	// as Pebble counts them, and the log (0 after Close).
 	DiskBytes uint64
 	// Compactions counts the tombstone compactions run (see the package doc).
 	Compactions int64
@@ -43,7 +43,7 @@ func (d *DB) Stats() Stats {
 	}
 	d.closeMu.RLock()
 	if !d.closed {
-		s.DiskBytes = d.pdb.Metrics().DiskSpaceUsage()
+		s.DiskBytes = d.pdb.Metrics().DiskSpaceUsage() + uint64(d.segs.bytes.Load())
 	}
 	d.closeMu.RUnlock()
 	return s

@@ -1,8 +1,10 @@
 package persistence
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -194,4 +196,40 @@ func TestOpen_UpgradesFormat1(t *testing.T) {
 		t.Errorf("format stamp after opening = %x, want %d", v, formatVersion)
 	}
 	closer.Close()
+}
+
+// TestLoad_RefusesMissingDatabase: a folder holding keys of a database the
+// store does not have (the server was restarted with fewer --databases) is
+// refused with ErrDatabases, not loaded partly, whether the key is in the
+// log or in the saved copy.
+func TestLoad_RefusesMissingDatabase(t *testing.T) {
+	for _, saved := range []bool{false, true} {
+		t.Run(fmt.Sprintf("saved=%v", saved), func(t *testing.T) {
+			d := openT(t, t.TempDir(), EverySec)
+			if saved { // through a store, which Close checkpoints
+				s := loadStore(t, d, nowMs)
+				s.SetJournal(d)
+				locked(s, nowMs, func(tx store.Tx) {
+					tx.Put(0, []byte("fine"), store.IntValue(1), 0)
+					tx.Put(20, []byte("far"), store.IntValue(2), 0)
+				})
+			} else { // the log alone
+				d.Set(0, []byte("fine"), store.IntValue(1), 0)
+				d.Set(20, []byte("far"), store.IntValue(2), 0)
+			}
+			closeT(t, d)
+			d = openT(t, d.dir, EverySec)
+			if n := logRecords(t, d); (n == 0) != saved {
+				t.Fatalf("saved=%v but the log holds %d records", saved, n)
+			}
+			s, err := store.New(store.Config{Databases: 16})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = d.Load(s, nowMs*1e6)
+			if !errors.Is(err, ErrDatabases) || !strings.Contains(err.Error(), "database 20") {
+				t.Errorf("Load = %v, want ErrDatabases naming database 20", err)
+			}
+		})
+	}
 }
