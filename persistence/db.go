@@ -46,9 +46,9 @@ var (
 // memory (two or three of them are allocated while one is being flushed),
 // and every WAL file is about this big and Pebble keeps a few of them for
 // reuse whatever the number of keys: this is the fixed part of the folder's
-// size (see the package doc). The log, written sequentially, gains nothing
-// from a larger one; the 2 MB saved per memtable kept throttled's memory for
-// a million keys under redis-server's (bench/persist).
+// size (see the package doc). Only checkpoints write to Pebble, in large
+// batches, so a larger one gains little; the 2 MB saved per memtable kept
+// throttled's memory for a million keys under redis-server's (bench/persist).
 const memTableSize = 2 << 20
 
 // cacheSize is Pebble's block cache. The keyspace lives in the store, so
@@ -84,10 +84,10 @@ type DB struct {
 
 	lastSeq  atomic.Uint64 // seq of the latest appended change; written under mu
 	applied  atomic.Uint64 // every change up to this seq is applied to Pebble
-	synced   atomic.Uint64 // every change up to this seq is in a synced WAL; written under dmu
+	synced   atomic.Uint64 // every change up to this seq is in a synced log segment; written under dmu
 	lastSync atomic.Int64  // Unix seconds of the last successful sync
 	commits  atomic.Int64  // group commits applied
-	syncs    atomic.Int64  // WAL syncs, with a commit or alone
+	syncs    atomic.Int64  // log syncs, with a commit or alone
 	logBytes atomic.Int64  // log written since the last checkpoint began
 
 	// ks is the store Load filled, which checkpoints save; nil before.

@@ -8,30 +8,32 @@
 // The folder holds two things:
 //
 //   - the log: every change, in order, as the store reported it. Changes
-//     are appended to an in-memory record, and each group commit writes the
-//     records gathered since the last one as one Pebble key each, keyed by
-//     the sequence number of its last change:
+//     are appended to an in-memory record, and each group commit appends
+//     the records gathered since the last one, as checksummed frames, to a
+//     segment file in the folder's log subfolder (segments.go).
 //
-//     [0x02][seq uint64 big-endian]
-//
-//   - the saved copy: one Pebble key per key of the keyspace, as it was at
-//     the last checkpoint:
+//   - the saved copy, in Pebble: one Pebble key per key of the keyspace, as
+//     it was at the last checkpoint:
 //
 //     [0x01][db uint16 big-endian][user key]
 //
 // A checkpoint (checkpoint.go) asks the store for what changed since the
 // last one (store.Collect): the databases flushed, the saved keys removed,
-// and the current value of every key written. It writes that into the saved
-// copy and deletes the log records it covers, those of every change made
-// before it began. Load restores the saved copy, dropping expired keys, and
-// then replays the log on top.
+// and the current value of every key written. It closes the current log
+// segment, writes that into the saved copy, syncs it, and deletes the
+// segments it covers, which hold every change made before it began. Load
+// restores the saved copy, dropping expired keys, and then replays the log
+// on top; a last frame cut short by a crash is dropped.
 //
 // Why not simply one Pebble key per change? A rate-limit key changes on
 // every request, and an insert into Pebble (its memtable skiplist, then
 // flushes and compactions) costs several times what the command itself
-// does. Appending to a log record costs a copy; a checkpoint then writes
-// each changed key once however often it changed, and a key that came and
-// went between two checkpoints, as most rate-limit keys do, not at all.
+// does. Appending to a log costs a copy and, per group commit, a write; a
+// checkpoint then writes each changed key once however often it changed,
+// and a key that came and went between two checkpoints, as most rate-limit
+// keys do, not at all. (The log went through Pebble too, one key per group
+// commit, in a first version: its memtable flushes, compactions and write
+// stalls still cost a quarter of the throughput.)
 //
 // Every change in the log carries its key's whole value (or its deletion,
 // or a database's flush), never a delta, so replaying a change gives the
@@ -81,7 +83,7 @@
 //     a crash could undo. Nothing acknowledged is lost, even in a power
 //     failure.
 //   - EverySec (the default): changes are logged within a millisecond and
-//     the WAL is synced about once a second when something was written. A
+//     the log is synced about once a second when something was written. A
 //     crash of the process loses only what had not reached the kernel (a
 //     few milliseconds); a crash of the machine loses about the last second.
 //   - No: never synced but at Close; the kernel writes back when it likes.
@@ -106,14 +108,15 @@
 // tombstone: the value it hides goes when a compaction brings the two
 // together, the tombstone itself only at the bottom level. Pebble's own
 // compactions do that while writes flow, but nothing schedules the last
-// ones once writes stop. So the DB counts deletions (every change of a
-// deleted log record counts as one) and, after 100,000 of them, compacts
-// the data and log ranges in the background at the next quiet second (or
-// within a minute under steady load), or after 10 quiet seconds for fewer,
+// ones once writes stop. So the DB counts the deletions its checkpoints
+// write and, after 100,000 of them, compacts the saved copy in the
+// background at the next quiet second (or within a minute under steady
+// load), or after 10 quiet seconds for fewer,
 // spending at most a tenth of the time on it. The folder then holds the live
-// keys plus a fixed floor: the WAL files Pebble keeps for reuse (up to four
-// files of about a memtable, 2 MB, each) and a few KB of metadata. The
-// memtable is kept small for that reason, and for memory.
+// keys, the log written since the last checkpoint (at most 64 MB, none after
+// a quiet 10 seconds), and a fixed floor: the WAL files Pebble keeps for
+// reuse (up to four files of about a memtable, 2 MB, each) and a few KB of
+// metadata. The memtable is kept small for that reason, and for memory.
 //
 // # A folder that is not ours is never touched
 //

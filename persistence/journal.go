@@ -18,14 +18,12 @@ var _ store.Journal = (*DB)(nil)
 const linger = time.Millisecond
 
 // sealAt is the size at which a log record is sealed and queued for the
-// committer, which it wakes. Small records keep Pebble on its ordinary
-// commit path (a batch of half a memtable or more is applied as a memtable
-// of its own and forces a flush) and keep the WAL files near the memtable
-// size.
+// committer, which it wakes: the committer then has a full record to write
+// without lingering, and memory per record stays small.
 const sealAt = 256 << 10
 
-// maxQueue bounds the sealed batches waiting for the committer: about
-// maxQueue*sealAt bytes. Only when Pebble stalls for long (a disk far slower
+// maxQueue bounds the sealed records waiting for the committer: about
+// maxQueue*sealAt bytes. Only when the disk stalls for long (a disk far slower
 // than the write rate) does an appender reach it, and then it waits, as
 // Redis blocks writes when its AOF fsync falls behind, rather than letting
 // memory grow without bound.

@@ -9,7 +9,7 @@ type Stats struct {
 	// Unsynced counts changes made since the last sync: what a crash of the
 	// machine could lose now.
 	Unsynced uint64
-	// LastSync is when the WAL was last synced, in Unix seconds.
+	// LastSync is when the log was last synced, in Unix seconds.
 	LastSync int64
 	// GroupCommits counts the batches applied to Pebble, Syncs the WAL
 	// syncs; under Always changes/Syncs is the group commit's gain.
