@@ -16,11 +16,20 @@ func TestReleaseIdleMemory(t *testing.T) {
 		metrics.Read(sample)
 		return sample[0].Value.Uint64()
 	}
+	// run starts the loop and returns a stop that waits for it to end, so
+	// that no loop of this test (or of an earlier -count) outlives it.
+	run := func(processed func() int64) (stop func()) {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			releaseIdleMemory(ctx, processed, time.Millisecond)
+		}()
+		return func() { cancel(); <-done }
+	}
 	var commands atomic.Int64
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	before := forced()
-	go releaseIdleMemory(ctx, func() int64 { return commands.Add(1) }, time.Millisecond)
+	stop := run(func() int64 { return commands.Add(1) })
 	garbage(64 << 20)
 	// Busy: every tick sees a new command count, so nothing is forced.
 	// Wait until the loop has looked 20 times.
@@ -31,18 +40,16 @@ func TestReleaseIdleMemory(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond) // polling
 	}
+	stop()
 	if got := forced() - before; got != 0 {
 		t.Fatalf("%d forced collections while busy", got)
 	}
-	cancel()
 
-	ctx, cancel = context.WithCancel(context.Background())
-	defer cancel()
 	// Idle: the command count never moves. The garbage comes only once the
 	// loop has read its starting allocation figure (its first call of
 	// processed), or the burst would count as already released.
 	var looks atomic.Int64
-	go releaseIdleMemory(ctx, func() int64 { looks.Add(1); return 0 }, time.Millisecond)
+	defer run(func() int64 { looks.Add(1); return 0 })()
 	deadline = time.Now().Add(10 * time.Second)
 	for looks.Load() < 2 {
 		if time.Now().After(deadline) {
