@@ -55,6 +55,11 @@ func TestCompaction_FolderShrinks(t *testing.T) {
 	if err := d.checkpoint(); err != nil {
 		t.Fatal(err)
 	}
+	// The saved copy in sstables, not partly in a memtable and the WAL
+	// files Pebble recycles, so that the folder shows what was written.
+	if err := d.pdb.Flush(); err != nil {
+		t.Fatal(err)
+	}
 	full := dirSize(t, dir)
 	written := time.Since(begin)
 
@@ -100,7 +105,7 @@ func TestCompaction_FolderShrinks(t *testing.T) {
 	t.Logf("%d keys: empty folder %d bytes; written in %v: %d bytes; deleted in %v: %d bytes, %d in sstables (%d compactions)",
 		n, empty, written.Round(time.Millisecond), full, time.Since(begin).Round(time.Millisecond),
 		size, tables, d.Stats().Compactions)
-	if full < 30*int64(n) {
+	if full < 20*int64(n) { // about 32 B a key once Pebble has compressed them
 		t.Errorf("the folder held %d bytes with %d keys: the test did not write what it meant to", full, n)
 	}
 }
