@@ -14,8 +14,8 @@ import (
 const benchKeys = 100_000
 
 // BenchmarkJournalSet measures Set from parallel appenders (as the store's
-// shards call it) with a GCRA-like 8-byte state. The timer includes applying
-// everything to Pebble, so ns/op is the sustained rate, not just the append.
+// shards call it) with a GCRA-like 8-byte state. The timer includes writing
+// everything to the log, so ns/op is the sustained rate, not just the append.
 func BenchmarkJournalSet(b *testing.B) {
 	for _, p := range []FsyncPolicy{No, EverySec, Always} {
 		b.Run(p.String(), func(b *testing.B) {

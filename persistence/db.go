@@ -83,7 +83,7 @@ type DB struct {
 	stopped bool
 
 	lastSeq  atomic.Uint64 // seq of the latest appended change; written under mu
-	applied  atomic.Uint64 // every change up to this seq is applied to Pebble
+	applied  atomic.Uint64 // every change up to this seq is written to the log
 	synced   atomic.Uint64 // every change up to this seq is in a synced log segment; written under dmu
 	lastSync atomic.Int64  // Unix seconds of the last successful sync
 	commits  atomic.Int64  // group commits applied

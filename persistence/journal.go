@@ -111,7 +111,7 @@ func (d *DB) sealLocked() {
 // calls.
 func (d *DB) LastSeq() uint64 { return d.lastSeq.Load() }
 
-// WaitDurable blocks until every change up to seq is applied to Pebble and
+// WaitDurable blocks until every change up to seq is written to the log and
 // synced, when the policy is Always. Under EverySec and No it does not wait:
 // durability is not promised per change there. It returns the DB's write
 // error (see Err) when the changes cannot become durable, and ErrClosed when

@@ -4,14 +4,14 @@ package persistence
 type Stats struct {
 	// Fsync is the sync policy.
 	Fsync FsyncPolicy
-	// Pending counts changes appended but not yet applied to Pebble.
+	// Pending counts changes appended but not yet written to the log.
 	Pending uint64
 	// Unsynced counts changes made since the last sync: what a crash of the
 	// machine could lose now.
 	Unsynced uint64
 	// LastSync is when the log was last synced, in Unix seconds.
 	LastSync int64
-	// GroupCommits counts the batches applied to Pebble, Syncs the WAL
+	// GroupCommits counts the group commits written to the log, Syncs the log
 	// syncs; under Always changes/Syncs is the group commit's gain.
 	GroupCommits, Syncs int64
 	// DiskBytes is the space the database takes on disk: Pebble's files,
