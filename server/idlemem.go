@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"runtime/debug"
 	"runtime/metrics"
 	"time"
 )
@@ -27,8 +26,8 @@ const (
 
 // releaseIdleMemory runs until ctx is done, looking every interval.
 // processed is the node's command counter: a tick with no new command is
-// idle.
-func releaseIdleMemory(ctx context.Context, processed func() int64, every time.Duration) {
+// idle. release does the collection; the server passes debug.FreeOSMemory.
+func releaseIdleMemory(ctx context.Context, processed func() int64, release func(), every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	sample := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
@@ -50,7 +49,7 @@ func releaseIdleMemory(ctx context.Context, processed func() int64, every time.D
 			continue
 		}
 		if a := allocs(); a-released >= idleAllocs {
-			debug.FreeOSMemory()
+			release()
 			released = allocs()
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"runtime"
+	"runtime/debug"
 	"strconv"
 	"sync"
 	"time"
@@ -135,7 +136,7 @@ func Start(cfg Config) (*Node, error) {
 	n.cancel = cancel
 	go st.Sweep(ctx, clk.Now)
 	if cfg.ReleaseIdleMemory {
-		go releaseIdleMemory(ctx, cmds.CommandsProcessed, idleCheck)
+		go releaseIdleMemory(ctx, cmds.CommandsProcessed, debug.FreeOSMemory, idleCheck)
 	}
 	go func() {
 		defer close(n.done)
