@@ -630,11 +630,26 @@ func envoyIntegrationTests(t *testing.T, modDir string) {
 		case "pass":
 		case "fail":
 			failed = append(failed, name)
-			t.Errorf("%s fails against throttled:\n%s", name, res.tail(name))
 		default:
 			t.Errorf("%s did not run (%q): the test binary stopped early, see the failures above", name, res.result[name])
 		}
 	}
+	if len(failed) == 0 {
+		return
+	}
+	// Those tests count hits in fixed windows of the wall clock (per
+	// second, per minute): a test that runs across a window's end fails
+	// against any server, more often on a loaded machine. So a failure
+	// counts only if it comes back on a second run.
+	again := envoyRunOwnTests(t, testBin, src, shimDir, failed)
+	failed = slices.DeleteFunc(failed, func(name string) bool {
+		if again.result[name] != "pass" {
+			t.Errorf("%s fails against throttled, twice:\n%s\n--- the second run ---\n%s", name, res.tail(name), again.tail(name))
+			return false
+		}
+		t.Logf("%s failed against throttled and passed when run again (a window boundary?):\n%s", name, res.tail(name))
+		return true
+	})
 	if len(failed) == 0 {
 		return
 	}

@@ -1,6 +1,7 @@
 package persistence
 
 import (
+	"context"
 	"encoding/binary"
 	"sync/atomic"
 	"testing"
@@ -64,4 +65,34 @@ func BenchmarkJournalSet_WaitDurable(b *testing.B) {
 	b.StopTimer()
 	s := d.Stats()
 	b.ReportMetric(float64(b.N)/float64(max(s.Syncs, 1)), "changes/fsync")
+}
+
+// BenchmarkCheckpoint measures a checkpoint that saves 500,000 new keys, as
+// the first one after a burst does. ns/op is one whole checkpoint.
+func BenchmarkCheckpoint(b *testing.B) {
+	const n = 500_000
+	for range b.N {
+		b.StopTimer()
+		d := openT(b, b.TempDir(), EverySec)
+		s, err := store.New(store.Config{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		loadInto(b, d, s, nowMs)
+		s.SetJournal(d)
+		key := []byte("rl:user:00000000")
+		locked(s, nowMs, func(tx store.Tx) {
+			for i := range n {
+				binary.BigEndian.PutUint64(key[len(key)-8:], uint64(i)*0x9E3779B97F4A7C15)
+				tx.Put(0, key, store.IntValue(int64(i)), nowMs+60_000)
+			}
+		})
+		for d.Stats().Pending != 0 {
+			time.Sleep(time.Millisecond)
+		}
+		b.StartTimer()
+		if err := d.checkpoint(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

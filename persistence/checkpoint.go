@@ -2,6 +2,7 @@ package persistence
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -51,8 +52,10 @@ func (d *DB) checkpoints(ctx context.Context) {
 		if !due || d.Err() != nil {
 			continue
 		}
-		if err := d.checkpoint(); err != nil {
-			d.fail(err)
+		if err := d.checkpoint(ctx); err != nil {
+			if ctx.Err() == nil {
+				d.fail(err)
+			}
 			return
 		}
 		last = time.Now()
@@ -66,9 +69,19 @@ func (d *DB) checkpoints(ctx context.Context) {
 // written in chunks and synced before a segment goes, so a crash in between
 // leaves the log whole, and replaying it over a partly updated copy gives
 // the same keyspace (every change carries its key's whole value).
-func (d *DB) checkpoint() error {
+//
+// Cancelling ctx (Close does, so as not to wait for a long checkpoint)
+// stops it after the shard it is writing. The changes it took from the
+// store are then only in the log, so no later checkpoint may delete a
+// segment: every one after it returns errAborted, and the next start
+// replays the whole log over the partly updated copy, as after a crash.
+func (d *DB) checkpoint(ctx context.Context) error {
 	d.cpMu.Lock()
 	defer d.cpMu.Unlock()
+	if d.cpAborted {
+		return errAborted
+	}
+	start := time.Now()
 	d.segs.mu.Lock()
 	logged := d.logBytes.Load()
 	upTo := d.applied.Load() // changes up to here are in the log and will be in the copy
@@ -77,11 +90,14 @@ func (d *DB) checkpoint() error {
 	if err != nil {
 		return fmt.Errorf("checkpoint: closing the log segment: %w", err)
 	}
-	w := saver{b: d.pdb.NewBatch()}
+	w := saver{ctx: ctx, b: d.pdb.NewBatch()}
 	defer func() { _ = w.b.Close() }()
-	d.ks.Collect(&w)
-	if w.err != nil {
-		return fmt.Errorf("checkpoint: %w", w.err)
+	if err := d.ks.Collect(&w); err != nil {
+		if ctx.Err() != nil {
+			d.cpAborted = true
+			return errAborted
+		}
+		return fmt.Errorf("checkpoint: %w", err)
 	}
 	if err := w.b.Commit(pebble.Sync); err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
@@ -94,16 +110,21 @@ func (d *DB) checkpoint() error {
 	}
 	d.logBytes.Add(-logged)
 	d.checkpointCount.Add(1)
+	d.log.Debug("persistence: checkpoint", "saved", w.sets, "deleted", w.deletes, "log_bytes", logged, "took", time.Since(start).Round(time.Millisecond))
 	d.compact.add(w.deletes) // what the deletions hide is garbage on disk now
 	return nil
 }
 
+// errAborted is what checkpoint returns once one was cancelled.
+var errAborted = errors.New("checkpoint aborted")
+
 // saver writes what store.Collect hands over into the saved copy.
 type saver struct {
+	ctx     context.Context // cancelled: stop after this shard
 	b       *pebble.Batch
 	key     []byte
+	sets    int64
 	deletes int64
-	err     error
 }
 
 var _ store.Collector = (*saver)(nil)
@@ -125,12 +146,15 @@ func (w *saver) Changed(db int, key string, v store.Value, expireMs int64) {
 	appendKey(op.Key[:0], db, key)
 	appendValue(op.Value[:0], v, expireMs)
 	_ = op.Finish() // fails only for indexed batches
+	w.sets++
 }
 
-func (w *saver) ShardDone() {
-	if w.err != nil || w.b.Len() < checkpointChunk {
-		return
+func (w *saver) ShardDone() error {
+	if w.b.Len() >= checkpointChunk {
+		if err := w.b.Commit(pebble.NoSync); err != nil {
+			return err
+		}
+		w.b.Reset()
 	}
-	w.err = w.b.Commit(pebble.NoSync)
-	w.b.Reset()
+	return w.ctx.Err()
 }

@@ -2,6 +2,7 @@ package persistence
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"math/rand/v2"
 	"os"
@@ -52,7 +53,7 @@ func TestCompaction_FolderShrinks(t *testing.T) {
 		}
 	})
 	waitFor(t, 60*time.Second, "apply the writes", func() bool { return d.Stats().Pending == 0 })
-	if err := d.checkpoint(); err != nil {
+	if err := d.checkpoint(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	// The saved copy in sstables, not partly in a memtable and the WAL
@@ -73,7 +74,7 @@ func TestCompaction_FolderShrinks(t *testing.T) {
 	// The checkpointer would get to it within checkpointAge; this test is
 	// about what comes after.
 	waitFor(t, 60*time.Second, "apply the deletions", func() bool { return d.Stats().Pending == 0 })
-	if err := d.checkpoint(); err != nil {
+	if err := d.checkpoint(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	// The floor: the WAL files Pebble keeps for reuse, at most

@@ -93,7 +93,9 @@ type DB struct {
 	// ks is the store Load filled, which checkpoints save; nil before.
 	ks *store.Store
 	// cpMu serializes checkpoints (the background ones and Close's).
-	cpMu            sync.Mutex
+	cpMu sync.Mutex
+	// cpAborted is set, under cpMu, once a checkpoint was cancelled.
+	cpAborted       bool
 	checkpointCount atomic.Int64
 	cpStop          context.CancelFunc // stops the checkpointer; nil before Load
 	cpDone          chan struct{}      // closed when it has stopped
@@ -264,11 +266,22 @@ func pebbleOptions(pl pebbleLogger, lock *pebble.Lock, readOnly bool) *pebble.Op
 		// ratchets the on-disk format (a one-way change) without a review.
 		FormatMajorVersion: pebble.FormatValueSeparation,
 		MemTableSize:       memTableSize,
-		Cache:              pebble.NewCache(cacheSize),
-		Logger:             pl,
-		EventListener:      eventListener(pl),
-		ReadOnly:           readOnly,
-		Lock:               lock,
+		// Only checkpoints write, in bursts of up to a few hundred MB, and
+		// only Load reads, once. A checkpoint's keys come in no order, so
+		// every L0 file overlaps all of Lbase and each L0 compaction
+		// rewrites it: fewer, larger ones, and no stall on the L0 file
+		// count while they catch up, made a checkpoint of 500,000 new keys
+		// 1.7x faster (BenchmarkCheckpoint: 2.6 s, now 1.5 s). Reads merge
+		// more L0 files, which Load does not notice. Letting 4 memtables
+		// wait for their flush instead of 2 gained another 1.5x but took
+		// 20 MB more RSS under a key flood (e2e.TestFlood_MaxMemory).
+		L0CompactionThreshold: 16,
+		L0StopWritesThreshold: 64,
+		Cache:                 pebble.NewCache(cacheSize),
+		Logger:                pl,
+		EventListener:         eventListener(pl),
+		ReadOnly:              readOnly,
+		Lock:                  lock,
 	}
 }
 
@@ -362,22 +375,33 @@ func (d *DB) Close() error {
 		d.fail(fmt.Errorf("closing the log: %w", err))
 	}
 	if d.cpStop != nil {
+		// A running checkpoint stops after its current shard, so that
+		// a shutdown does not wait for one that has millions of keys to
+		// write (the log holds its changes).
 		d.cpStop()
 		<-d.cpDone
 		// The last checkpoint empties the log, so the next start has
-		// nothing to replay.
+		// nothing to replay. Nothing runs beside it now, so it is
+		// quick unless a burst of new keys came just before.
 		if d.Err() == nil {
-			if err := d.checkpoint(); err != nil {
+			start := time.Now()
+			switch err := d.checkpoint(context.Background()); {
+			case errors.Is(err, errAborted):
+				d.log.Info("persistence: the next start replays the log (a checkpoint was stopped)")
+			case err != nil:
 				d.fail(err)
+			default:
+				d.log.Info("persistence: last checkpoint", "took", time.Since(start).Round(time.Millisecond))
 			}
 		}
 	}
+	start := time.Now()
 	d.compact.close()
-
 	d.closeMu.Lock()
 	d.closed = true
 	err = errors.Join(d.pdb.Close(), d.lock.Close())
 	d.closeMu.Unlock()
+	d.log.Info("persistence: closed Pebble", "took", time.Since(start).Round(time.Millisecond))
 	return errors.Join(d.Err(), err)
 }
 

@@ -46,7 +46,9 @@
 // (which bounds the log on disk and what a start replays), when 100,000
 // removed saved keys wait in the store's list (memory), or when anything
 // was logged and the last one is 10 seconds old. Close runs a last one, so
-// a clean restart replays nothing.
+// a clean restart replays nothing, but first stops one that is running (a
+// burst of new keys can take seconds to save while commands compete for
+// the CPU): then no segment may go, and the next start replays the log.
 //
 // Keys of the saved copy are laid out so that a database is one contiguous
 // range (a flush is a single range deletion) and Load sees keys in database

@@ -115,11 +115,13 @@ type Collector interface {
 	// v.Bytes is valid only during the call.
 	Changed(db int, key string, v Value, expireMs int64)
 	// ShardDone is called after each shard, with no lock held: the
-	// collector may write out what it gathered.
-	ShardDone()
+	// collector may write out what it gathered. An error stops Collect,
+	// which leaves the shards not yet handed over as they were.
+	ShardDone() error
 }
 
-// Collect hands c what changed since the last Collect and marks it saved:
+// Collect hands c what changed since the last Collect and marks it saved
+// (until ShardDone returns an error, which Collect returns):
 // first the flushed databases, then, one shard at a time (each locked only
 // while it is handed over), the removed keys and then the changed ones. A
 // change made while Collect runs is handed over now or at the next Collect.
@@ -129,7 +131,7 @@ type Collector interface {
 // during it may show partly. Replaying the log of the changes made since
 // Collect began on top gives the current keyspace, since every change in the
 // log carries a key's whole value.
-func (s *Store) Collect(c Collector) {
+func (s *Store) Collect(c Collector) error {
 	sh0 := &s.shards[0]
 	sh0.mu.Lock() // FLUSHDB holds every shard
 	for db, f := range s.flushed {
@@ -141,8 +143,11 @@ func (s *Store) Collect(c Collector) {
 	sh0.mu.Unlock()
 	for i := range s.shards {
 		s.collectShard(&s.shards[i], c)
-		c.ShardDone()
+		if err := c.ShardDone(); err != nil {
+			return err
+		}
 	}
+	return nil
 }
 
 func (s *Store) collectShard(sh *shard, c Collector) {

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -50,7 +51,11 @@ type spy struct {
 	// onDone, when set, runs in each ShardDone with the index of the shard
 	// just handed over.
 	onDone func(shard int)
+	// stopAfter, when set, makes that ShardDone call return errStop.
+	stopAfter int
 }
+
+var errStop = errors.New("collector stops")
 
 func (c *spy) Flushed(db int) {
 	c.events = append(c.events, event{op: "flushed", shard: c.done, k: dbKey{db: db}})
@@ -65,11 +70,15 @@ func (c *spy) Changed(db int, key string, v Value, expireMs int64) {
 	c.events = append(c.events, event{op: "changed", shard: c.done, k: dbKey{db, key}, val: vtext(v, expireMs)})
 }
 
-func (c *spy) ShardDone() {
+func (c *spy) ShardDone() error {
 	if c.onDone != nil {
 		c.onDone(c.done)
 	}
 	c.done++
+	if c.done == c.stopAfter {
+		return errStop
+	}
+	return nil
 }
 
 // rig is a store under test with the journal it reports to (nil in modeOff)
@@ -128,8 +137,16 @@ func (r *rig) collectWith(onDone func(shard int)) []string {
 func (r *rig) run(onDone func(shard int)) *spy {
 	r.t.Helper()
 	c := &spy{onDone: onDone}
-	r.s.Collect(c)
+	if err := r.s.Collect(c); err != nil {
+		r.t.Fatalf("Collect: %v", err)
+	}
 	checkOrder(r.t, r.s, c)
+	r.apply(c)
+	return c
+}
+
+// apply applies what c was handed to the saved copy.
+func (r *rig) apply(c *spy) {
 	for _, e := range c.events {
 		switch e.op {
 		case "flushed":
@@ -140,7 +157,6 @@ func (r *rig) run(onDone func(shard int)) *spy {
 			r.saved[e.k] = e.val
 		}
 	}
-	return c
 }
 
 // checkOrder checks the order Collect promises: one ShardDone per shard, the
@@ -616,6 +632,34 @@ func TestCollect_ShardDoneUnlocked(t *testing.T) {
 		if calls != len(r.s.shards) {
 			t.Errorf("%s: ShardDone called %d times, want %d", phase, calls, len(r.s.shards))
 		}
+	}
+	r.checkSaved()
+}
+
+// TestCollect_Stopped: an error from ShardDone stops Collect, which returns
+// it; the shards not handed over keep their changes for the next Collect.
+func TestCollect_Stopped(t *testing.T) {
+	r := newRig(t, Config{Shards: 4}, true)
+	tx := r.s.Tx(t0)
+	for i := range r.s.shards {
+		for _, k := range keysIn(r.s, i, 2) {
+			tx.Put(0, []byte(k), one, 0)
+		}
+	}
+	c := &spy{stopAfter: 2}
+	if err := r.s.Collect(c); err != errStop {
+		t.Fatalf("Collect returned %v, want the collector's error", err)
+	}
+	if c.done != 2 {
+		t.Errorf("ShardDone called %d times after it failed on the 2nd", c.done)
+	}
+	r.apply(c)
+	if len(r.saved) != 4 {
+		t.Errorf("the saved copy holds %d keys after two shards of two keys", len(r.saved))
+	}
+	got := r.collect()
+	if len(got) != 4 {
+		t.Errorf("the next Collect handed over %q, want the 4 keys of the last two shards", got)
 	}
 	r.checkSaved()
 }
