@@ -115,6 +115,16 @@ func (r *rig) restore(db int, key string, v Value, expireMs int64) {
 	r.saved[dbKey{db, key}] = vtext(v, expireMs)
 }
 
+// fillShards puts n keys into every shard of db 0.
+func (r *rig) fillShards(n int) {
+	tx := r.s.Tx(t0)
+	for i := range r.s.shards {
+		for _, k := range keysIn(r.s, i, n) {
+			tx.Put(0, []byte(k), one, 0)
+		}
+	}
+}
+
 // collect runs Collect, checks the order of what it hands over, applies it to
 // the saved copy and returns it as sorted text (the order across shards
 // depends on the hash seed).
@@ -607,13 +617,8 @@ func TestCollect_Replay(t *testing.T) {
 // hang the test on.
 func TestCollect_ShardDoneUnlocked(t *testing.T) {
 	r := newRig(t, Config{Shards: 4}, true)
-	tx := r.s.Tx(t0)
-	for i := range r.s.shards {
-		for _, k := range keysIn(r.s, i, 2) {
-			tx.Put(0, []byte(k), one, 0)
-		}
-	}
-	tx.Flush(1)
+	r.fillShards(2)
+	r.s.Tx(t0).Flush(1)
 	for _, phase := range []string{"with changes", "with none"} {
 		calls := 0
 		r.collectWith(func(shard int) {
@@ -640,12 +645,7 @@ func TestCollect_ShardDoneUnlocked(t *testing.T) {
 // it; the shards not handed over keep their changes for the next Collect.
 func TestCollect_Stopped(t *testing.T) {
 	r := newRig(t, Config{Shards: 4}, true)
-	tx := r.s.Tx(t0)
-	for i := range r.s.shards {
-		for _, k := range keysIn(r.s, i, 2) {
-			tx.Put(0, []byte(k), one, 0)
-		}
-	}
+	r.fillShards(2)
 	c := &spy{stopAfter: 2}
 	if err := r.s.Collect(c); err != errStop {
 		t.Fatalf("Collect returned %v, want the collector's error", err)
