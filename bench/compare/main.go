@@ -177,6 +177,7 @@ func compare(ctx context.Context, cfg config, stdout, stderr io.Writer) (err err
 
 	// throttled
 	info := reportInfo{cfg: cfg, date: time.Now().UTC()}
+	pids := map[side]int{} // the servers this run started, whose CPU it reads
 	throttledAddr := cfg.throttledAddr
 	if throttledAddr != "" {
 		logf("throttled slot: existing server at %s", throttledAddr)
@@ -209,6 +210,7 @@ func compare(ctx context.Context, cfg config, stdout, stderr io.Writer) (err err
 			return err
 		}
 		procs = append(procs, p)
+		pids[throttledSide] = p.Pid()
 	}
 
 	// redis-server
@@ -224,6 +226,7 @@ func compare(ctx context.Context, cfg config, stdout, stderr io.Writer) (err err
 		return err
 	}
 	procs = append(procs, rp)
+	pids[redisSide] = rp.Pid()
 
 	info.redisVersion = harness.FirstLine(ctx, cfg.redisBin, "--version")
 	info.benchVersion = harness.FirstLine(ctx, cfg.benchBin, "--version")
@@ -241,6 +244,7 @@ func compare(ctx context.Context, cfg config, stdout, stderr io.Writer) (err err
 	}
 
 	results := map[mkey][]float64{}
+	costs := map[mkey][]cost{}
 	for _, pl := range cfg.pipelines {
 		for r := range cfg.runs {
 			for _, c := range selected {
@@ -256,6 +260,7 @@ func compare(ctx context.Context, cfg config, stdout, stderr io.Writer) (err err
 					if err := checkAlive(procs); err != nil {
 						return err
 					}
+					serverBefore, cpuErr := serverCPU(pids, s)
 					bctx, cancel := context.WithTimeout(ctx, cfg.benchTimeout)
 					res, err := redisbench.Run(bctx, redisbench.Options{
 						Bin: cfg.benchBin, Addr: addrs[s], Clients: cfg.clients, Requests: cfg.requests,
@@ -270,13 +275,42 @@ func compare(ctx context.Context, cfg config, stdout, stderr io.Writer) (err err
 					}
 					k := mkey{pl, c.Name, s}
 					results[k] = append(results[k], res.RPS)
+					serverAfter, err := serverCPU(pids, s)
+					if cpuErr == nil && err == nil {
+						costs[k] = append(costs[k], newCost(cfg.requests, serverAfter-serverBefore, res))
+					}
 					logf("P=%-3d run %d/%d  %-12s %-12s %11s rps", pl, r+1, cfg.runs, c.Name, s, harness.Thousands(int64(math.Round(res.RPS))))
 				}
 			}
 		}
 	}
-	writeReport(stdout, info, selected, results)
+	writeReport(stdout, info, selected, results, costs)
 	return nil
+}
+
+// serverCPU is the CPU time the server on side s has used so far; an error
+// when this run did not start it (-throttled-addr).
+func serverCPU(pids map[side]int, s side) (time.Duration, error) {
+	pid, ok := pids[s]
+	if !ok {
+		return 0, errors.New("server not started by this run")
+	}
+	return harness.CPUTime(pid)
+}
+
+// cost is the CPU one redis-benchmark run took, per request.
+type cost struct {
+	server, client float64 // µs of CPU per request
+	clientBusy     float64 // client CPU / elapsed time
+}
+
+func newCost(requests int, server time.Duration, res redisbench.Result) cost {
+	perRequest := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(requests) }
+	return cost{
+		server:     perRequest(server),
+		client:     perRequest(res.CPU),
+		clientBusy: res.CPU.Seconds() / res.Elapsed.Seconds(),
+	}
 }
 
 // selectCases returns the cases named in names (all when empty), in table

@@ -22,7 +22,7 @@ type reportInfo struct {
 
 // writeReport prints the Markdown report: the setup, then per pipeline depth
 // one table of cases and one of headline ratios, then the exact commands.
-func writeReport(w io.Writer, info reportInfo, cs []benchCase, results map[mkey][]float64) {
+func writeReport(w io.Writer, info reportInfo, cs []benchCase, results map[mkey][]float64, costs map[mkey][]cost) {
 	cfg := info.cfg
 	fmt.Fprintf(w, "## throttled vs redis-server (redis-benchmark)\n\n")
 	fmt.Fprintf(w, "- Date: %s\n", info.date.Format("2006-01-02 15:04 MST"))
@@ -76,6 +76,7 @@ func writeReport(w io.Writer, info reportInfo, cs []benchCase, results map[mkey]
 		if len(rows) > 0 {
 			fmt.Fprintf(w, "\n| headline (P=%d) | ratio |\n|---|---:|\n%s", pl, strings.Join(rows, ""))
 		}
+		writeCosts(w, pl, cs, costs)
 	}
 
 	fmt.Fprintf(w, "\nCommands (`__rand_int__` is a random 12-digit number below %d):\n\n", cfg.keyspace)
@@ -121,4 +122,32 @@ func ratioCell(num, den []float64) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.2f", harness.Median(num)/harness.Median(den))
+}
+
+// writeCosts prints what each request cost in CPU, server and client, as
+// medians over the runs. A client busy near 100% of its CPU means the rps
+// measured redis-benchmark more than the server; the server's CPU per
+// request is then the fairer comparison.
+func writeCosts(w io.Writer, pl int, cs []benchCase, costs map[mkey][]cost) {
+	med := func(k mkey, f func(cost) float64) string {
+		var xs []float64
+		for _, c := range costs[k] {
+			xs = append(xs, f(c))
+		}
+		if len(xs) == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.1f", harness.Median(xs))
+	}
+	server := func(c cost) float64 { return c.server }
+	client := func(c cost) float64 { return c.client }
+	busy := func(c cost) float64 { return 100 * c.clientBusy }
+	fmt.Fprintf(w, "\nCPU per request in µs (server; redis-benchmark), and how busy redis-benchmark kept its CPU, P=%d, medians:\n\n", pl)
+	fmt.Fprintf(w, "| command | throttled | redis-server | client, throttled | client, redis-server | client busy %%, throttled | client busy %%, redis-server |\n")
+	fmt.Fprintf(w, "|---|---:|---:|---:|---:|---:|---:|\n")
+	for _, c := range cs {
+		t, r := mkey{pl, c.Name, throttledSide}, mkey{pl, c.Name, redisSide}
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s |\n", c.Name,
+			med(t, server), med(r, server), med(t, client), med(r, client), med(t, busy), med(r, busy))
+	}
 }

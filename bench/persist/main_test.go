@@ -4,7 +4,6 @@ import (
 	"io"
 	"slices"
 	"testing"
-	"time"
 )
 
 func TestParseFlags(t *testing.T) {
@@ -49,16 +48,5 @@ func TestParseRSS(t *testing.T) {
 func TestFormat(t *testing.T) {
 	if got := barCell(0.25, true, false); got != "**0.25 ✗**" {
 		t.Errorf("barCell missed = %q", got)
-	}
-}
-
-func TestParseCPUTime(t *testing.T) {
-	stat := "1234 (redis server) S 1 1234 1234 0 -1 4194560 500 0 0 0 150 25 0 0 20 0 4 0 100 0 0"
-	got, err := parseCPUTime(stat)
-	if want := 1750 * time.Millisecond; err != nil || got != want {
-		t.Errorf("parseCPUTime = %v, %v; want %v", got, err, want)
-	}
-	if _, err := parseCPUTime("garbage"); err == nil {
-		t.Error("parseCPUTime(garbage): want an error")
 	}
 }

@@ -76,6 +76,9 @@ func (r *runner) memory(ctx context.Context, w io.Writer) ([]*server, error) {
 		if m.fill, err = r.fill(ctx, s); err != nil {
 			return nil, err
 		}
+		if err := r.waitBackground(ctx, s); err != nil {
+			return nil, err
+		}
 		if m.full, m.settled, err = settledRSS(ctx, s.p.Pid()); err != nil {
 			return nil, err
 		}
@@ -300,20 +303,41 @@ func infoFields(ctx context.Context, addr, section string) (map[string]string, e
 	return out, nil
 }
 
-// waitAOFRewrite waits until redis-server has no AOF rewrite running or
-// scheduled.
-func waitAOFRewrite(ctx context.Context, addr string) error {
+// waitBackground waits until a server with a data folder is done with the
+// work the fill left it, so that its RSS is that of idle keys: redis-server
+// with no AOF rewrite, throttled with the fill checkpointed (no log left),
+// and then both using no CPU for a second (Pebble's compactions after the
+// checkpoint hold memory while they run).
+func (r *runner) waitBackground(ctx context.Context, s *server) error {
+	if s.dir == "" {
+		return nil
+	}
+	if s.redis {
+		if err := waitAOFRewrite(ctx, s.addr); err != nil {
+			return err
+		}
+	} else if err := waitInfo(ctx, s.addr, "persistence", "the checkpoint", func(info map[string]string) bool {
+		return info["aof_log_bytes"] == "0"
+	}); err != nil {
+		return err
+	}
+	return r.waitIdle(ctx, []*server{s})
+}
+
+// waitInfo waits, for at most 5 minutes, until INFO section's fields
+// satisfy done, which says what it waits for.
+func waitInfo(ctx context.Context, addr, section, what string, done func(info map[string]string) bool) error {
 	deadline := time.Now().Add(5 * time.Minute)
 	for {
-		info, err := infoFields(ctx, addr, "persistence")
+		info, err := infoFields(ctx, addr, section)
 		if err != nil {
 			return err
 		}
-		if info["aof_rewrite_in_progress"] == "0" && info["aof_rewrite_scheduled"] == "0" {
+		if done(info) {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%s: AOF rewrite still running after 5 minutes", addr)
+			return fmt.Errorf("%s: still waiting for %s after 5 minutes", addr, what)
 		}
 		select {
 		case <-ctx.Done():
@@ -321,6 +345,14 @@ func waitAOFRewrite(ctx context.Context, addr string) error {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// waitAOFRewrite waits until redis-server has no AOF rewrite running or
+// scheduled.
+func waitAOFRewrite(ctx context.Context, addr string) error {
+	return waitInfo(ctx, addr, "persistence", "the AOF rewrite", func(info map[string]string) bool {
+		return info["aof_rewrite_in_progress"] == "0" && info["aof_rewrite_scheduled"] == "0"
+	})
 }
 
 var (

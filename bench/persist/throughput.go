@@ -2,12 +2,10 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"github.com/throttleddb/throttled/bench/internal/harness"
 	"io"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -206,7 +204,7 @@ func (r *runner) waitIdle(ctx context.Context, servers []*server) error {
 	cpu := func() (time.Duration, error) {
 		var sum time.Duration
 		for _, s := range servers {
-			d, err := cpuTime(s.p.Pid())
+			d, err := harness.CPUTime(s.p.Pid())
 			if err != nil {
 				return 0, err
 			}
@@ -233,32 +231,6 @@ func (r *runner) waitIdle(ctx context.Context, servers []*server) error {
 		last = now
 	}
 	return err
-}
-
-// cpuTime is the user plus system CPU time of process pid so far.
-func cpuTime(pid int) (time.Duration, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	return parseCPUTime(string(b))
-}
-
-// parseCPUTime reads utime and stime (fields 14 and 15, in clock ticks of
-// 10 ms) from a /proc/<pid>/stat line. The command name in parentheses may
-// hold blanks, so fields are counted after its closing parenthesis.
-func parseCPUTime(stat string) (time.Duration, error) {
-	i := strings.LastIndexByte(stat, ')')
-	f := strings.Fields(stat[i+1:]) // f[0] is field 3
-	if i < 0 || len(f) < 13 {
-		return 0, fmt.Errorf("bad /proc/<pid>/stat line %q", stat)
-	}
-	utime, err1 := strconv.ParseInt(f[11], 10, 64)
-	stime, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err := errors.Join(err1, err2); err != nil {
-		return 0, err
-	}
-	return time.Duration(utime+stime) * 10 * time.Millisecond, nil
 }
 
 // preflight sends the benchmark's command once and wants an allowed

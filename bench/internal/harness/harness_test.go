@@ -1,6 +1,9 @@
 package harness
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 func TestMedian(t *testing.T) {
 	for _, tc := range []struct {
@@ -18,5 +21,16 @@ func TestThousands(t *testing.T) {
 		if got := Thousands(n); got != want {
 			t.Errorf("Thousands(%d) = %q, want %q", n, got, want)
 		}
+	}
+}
+
+func TestParseCPUTime(t *testing.T) {
+	stat := "1234 (redis server) S 1 1234 1234 0 -1 4194560 500 0 0 0 150 25 0 0 20 0 4 0 100 0 0"
+	got, err := parseCPUTime(stat)
+	if want := 1750 * time.Millisecond; err != nil || got != want {
+		t.Errorf("parseCPUTime = %v, %v; want %v", got, err, want)
+	}
+	if _, err := parseCPUTime("garbage"); err == nil {
+		t.Error("parseCPUTime(garbage): want an error")
 	}
 }

@@ -58,9 +58,13 @@ func (o Options) Args() ([]string, error) {
 
 // Result is one run's outcome.
 type Result struct {
-	RPS     float64
-	Command string // the command line that was run, for messages
-	Output  string // stdout and stderr
+	RPS float64
+	// CPU is the user plus system time redis-benchmark used, and Elapsed
+	// how long it ran: when CPU nears Elapsed the client, not the server,
+	// set the rps.
+	CPU, Elapsed time.Duration
+	Command      string // the command line that was run, for messages
+	Output       string // stdout and stderr
 }
 
 // Run runs redis-benchmark once. A non-zero exit, an "Error from server" in the
@@ -83,7 +87,12 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	res := Result{Command: bin + " " + strings.Join(quoteAll(args), " ")}
+	began := time.Now()
 	runErr := cmd.Run()
+	res.Elapsed = time.Since(began)
+	if ps := cmd.ProcessState; ps != nil {
+		res.CPU = ps.UserTime() + ps.SystemTime()
+	}
 	res.Output = stdout.String() + stderr.String()
 	if ctx.Err() != nil {
 		return res, ctx.Err()
