@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"github.com/throttleddb/throttled/bench/internal/harness"
 	"io"
@@ -68,6 +69,7 @@ func (r *runner) throughput(ctx context.Context, w io.Writer) error {
 
 	results := map[[2]int][]float64{} // {pipeline, server index} -> rps of each run
 	checkpoints := map[int]int64{}    // server index -> checkpoints during measured runs
+	cpuPer := map[[2]int][]float64{}  // {pipeline, server index} -> µs of server CPU per request, each run
 	for _, pl := range r.cfg.pipelines {
 		// A first run of -n requests sizes each server's measured runs to
 		// about -seconds: long enough that throttled's checkpoints, which
@@ -98,14 +100,20 @@ func (r *runner) throughput(ctx context.Context, w io.Writer) error {
 					return err
 				}
 				before := checkpointsOf(ctx, s)
+				cpuBefore, cpuErr := harness.CPUTime(s.p.Pid())
 				res, err := r.bench(ctx, s, pl, requests[i])
 				if err != nil {
+					return err
+				}
+				cpuAfter, err := harness.CPUTime(s.p.Pid())
+				if err = errors.Join(cpuErr, err); err != nil {
 					return err
 				}
 				cps := checkpointsOf(ctx, s) - before
 				checkpoints[i] += cps
 				k := [2]int{pl, i}
 				results[k] = append(results[k], res.RPS)
+				cpuPer[k] = append(cpuPer[k], float64((cpuAfter-cpuBefore).Microseconds())/float64(requests[i]))
 				r.logf("P=%-3d run %d/%d  %-28s %9.0f rps, %d checkpoints", pl, run+1, r.cfg.runs, s.label, res.RPS, cps)
 			}
 		}
@@ -114,18 +122,25 @@ func (r *runner) throughput(ctx context.Context, w io.Writer) error {
 	fmt.Fprintf(w, "\n### Throughput under each fsync policy\n\n")
 	fmt.Fprintf(w, "redis-benchmark `-c %d -r %d -P <p> -q --csv`, sending `%s` to throttled and `%s` to redis-server. "+
 		"Each measured run lasts about %g s (`-n` sized by a first, unmeasured run of %d requests), so that throttled's checkpoints (every 10 s under load) are part of it. "+
-		"Requests per second, median of %d runs (± half the min-max range, in %% of the median); servers interleaved, order reversed every other run; before each measurement the servers must have been idle for a second (at most 20 ms of CPU).\n\n",
+		"Requests per second, median of %d runs (± half the min-max range, in %% of the median); servers interleaved, order reversed every other run; before each measurement the servers must have been idle for a second (at most 20 ms of CPU). "+
+		"CPU is the server process's user and system time per request (median), which the machine's noise moves less than rps; the kernel's writeback of the files is not in it.\n\n",
 		benchClients, benchKeySpace, strings.Join(servers[0].throttle("k:__rand_int__", benchParams...), " "),
 		"EVALSHA <sha of bench/gcra.lua> 1 k:__rand_int__ "+strings.Join(benchParams, " ")+" 1", r.cfg.seconds, r.cfg.requests, r.cfg.runs)
 	fmt.Fprintf(w, "| server | flags |")
 	for _, pl := range r.cfg.pipelines {
 		fmt.Fprintf(w, " P=%d rps |", pl)
 	}
-	fmt.Fprintf(w, " checkpoints during the runs |\n|---|---|%s---:|\n", strings.Repeat("---:|", len(r.cfg.pipelines)))
+	for _, pl := range r.cfg.pipelines {
+		fmt.Fprintf(w, " P=%d CPU µs/request |", pl)
+	}
+	fmt.Fprintf(w, " checkpoints during the runs |\n|---|---|%s---:|\n", strings.Repeat("---:|", 2*len(r.cfg.pipelines)))
 	for i, s := range servers {
 		fmt.Fprintf(w, "| %s | `%s` |", s.label, flagsText(s))
 		for _, pl := range r.cfg.pipelines {
 			fmt.Fprintf(w, " %s |", rpsCell(results[[2]int{pl, i}]))
+		}
+		for _, pl := range r.cfg.pipelines {
+			fmt.Fprintf(w, " %.2f |", harness.Median(cpuPer[[2]int{pl, i}]))
 		}
 		if s.redis || s.dir == "" {
 			fmt.Fprintf(w, " - |\n")
@@ -133,16 +148,24 @@ func (r *runner) throughput(ctx context.Context, w io.Writer) error {
 			fmt.Fprintf(w, " %d |\n", checkpoints[i])
 		}
 	}
+	// The "from CPU" columns are the ratio a server bound by its own CPU
+	// would show: the inverse ratio of CPU per request.
 	fmt.Fprintf(w, "\n| ratio |")
 	for _, pl := range r.cfg.pipelines {
 		fmt.Fprintf(w, " P=%d |", pl)
 	}
-	fmt.Fprintf(w, " bar |\n|---|%s---|\n", strings.Repeat("---:|", len(r.cfg.pipelines)))
+	for _, pl := range r.cfg.pipelines {
+		fmt.Fprintf(w, " P=%d from CPU |", pl)
+	}
+	fmt.Fprintf(w, " bar |\n|---|%s---|\n", strings.Repeat("---:|", 2*len(r.cfg.pipelines)))
 	for _, q := range ratios {
 		fmt.Fprintf(w, "| %s |", q.label)
 		for _, pl := range r.cfg.pipelines {
 			v := harness.Median(results[[2]int{pl, q.num}]) / harness.Median(results[[2]int{pl, q.den}])
 			fmt.Fprintf(w, " %s |", barCell(v, q.bar > 0 && (q.barAt == 0 || q.barAt == pl), v >= q.bar))
+		}
+		for _, pl := range r.cfg.pipelines {
+			fmt.Fprintf(w, " %.2f |", harness.Median(cpuPer[[2]int{pl, q.den}])/harness.Median(cpuPer[[2]int{pl, q.num}]))
 		}
 		switch {
 		case q.bar == 0:
