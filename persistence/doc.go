@@ -85,7 +85,9 @@
 //     a crash could undo. Nothing acknowledged is lost, even in a power
 //     failure.
 //   - EverySec (the default): changes are logged within a millisecond and
-//     the log is synced about once a second when something was written. A
+//     the log is synced about once a second when something was written, by
+//     a goroutine of its own, so that logging goes on during the fsync (as
+//     Redis fsyncs in a background thread). A
 //     crash of the process loses only what had not reached the kernel (a
 //     few milliseconds); a crash of the machine loses about the last second.
 //   - No: never synced but at Close; the kernel writes back when it likes.

@@ -1,8 +1,11 @@
 package persistence
 
 import (
+	"errors"
 	"fmt"
+	"os"
 	"runtime"
+	"sync"
 	"time"
 
 	"github.com/throttleddb/throttled/store"
@@ -156,11 +159,12 @@ func (d *DB) run() {
 		d.durable.Broadcast()
 		close(d.done)
 	}()
-	var tick <-chan time.Time
+	// Under everysec another goroutine syncs, so that the committer keeps
+	// writing while the disk flushes a second of changes (which can take
+	// longer than a second's worth of queue holds on a slow disk).
+	var syncer sync.WaitGroup
 	if d.policy == EverySec {
-		t := time.NewTicker(time.Second)
-		defer t.Stop()
-		tick = t.C
+		syncer.Go(d.syncEverySecond)
 	}
 	lingerT := time.NewTimer(linger)
 	lingerT.Stop()
@@ -193,10 +197,9 @@ func (d *DB) run() {
 				}
 			}
 			d.commit()
-		case <-tick:
-			d.sync()
 		case <-d.stop:
 			d.commit()
+			syncer.Wait() // it stops on d.stop too
 			d.sync()
 			return
 		}
@@ -270,19 +273,38 @@ func (d *DB) commit() {
 	d.work = work[:0]
 }
 
-// sync syncs the log if changes were written since the last sync. It runs
-// on the committer, so everything written so far is covered.
+// syncEverySecond syncs the log once a second until d.stop.
+func (d *DB) syncEverySecond() {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			d.sync()
+		case <-d.stop:
+			return
+		}
+	}
+}
+
+// sync syncs the log if changes were written since the last sync: every
+// change written when it begins. It holds segs.mu only to read which
+// segment that is, not during the fsync, so the committer can go on
+// appending to it meanwhile. The segments before it were synced when they
+// were closed (rotate syncs, then closes), and so was this one if a
+// checkpoint closes it meanwhile: then Sync may find it closed.
 func (d *DB) sync() {
-	seq := d.applied.Load()
+	d.segs.mu.Lock()
+	seq, f := d.applied.Load(), d.segs.f
+	d.segs.mu.Unlock()
 	if d.synced.Load() >= seq || d.Err() != nil {
 		return
 	}
-	d.segs.mu.Lock()
-	err := d.segs.sync()
-	d.segs.mu.Unlock()
-	if err != nil {
-		d.fail(fmt.Errorf("syncing changes up to %d: %w", seq, err))
-		return
+	if f != nil {
+		if err := f.Sync(); err != nil && !errors.Is(err, os.ErrClosed) {
+			d.fail(fmt.Errorf("syncing changes up to %d: %w", seq, err))
+			return
+		}
 	}
 	d.markSynced(seq)
 }

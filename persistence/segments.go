@@ -88,14 +88,6 @@ func (s *segments) write(recs [][]byte, seqs []uint64, first uint64, sync bool) 
 	return nil
 }
 
-// sync syncs the current segment, if any. The caller holds mu.
-func (s *segments) sync() error {
-	if s.f == nil {
-		return nil
-	}
-	return s.f.Sync()
-}
-
 // rotate syncs and closes the current segment: the next write starts a new
 // one. The caller holds mu.
 func (s *segments) rotate() error {
