@@ -26,18 +26,29 @@ func TestReleaseIdleMemory(t *testing.T) {
 		}()
 		return func() { cancel(); <-done }
 	}
+	// waitFor polls cond for up to 10 s; ticks waits for n more calls of a
+	// loop's processed, counted in calls.
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatal(what)
+			}
+			time.Sleep(time.Millisecond) // polling
+		}
+	}
+	ticks := func(calls *atomic.Int64, n int64) {
+		t.Helper()
+		seen := calls.Load()
+		waitFor("the loop stopped ticking", func() bool { return calls.Load() >= seen+n })
+	}
+
+	// Busy: every tick sees a new command count, so nothing is released.
 	var commands atomic.Int64
 	stop := run(func() int64 { return commands.Add(1) })
 	garbage(64 << 20)
-	// Busy: every tick sees a new command count, so nothing is released.
-	// Wait until the loop has looked 20 times after the garbage.
-	deadline := time.Now().Add(10 * time.Second)
-	for seen := commands.Load(); commands.Load() < seen+20; {
-		if time.Now().After(deadline) {
-			t.Fatal("the loop did not tick")
-		}
-		time.Sleep(time.Millisecond) // polling
-	}
+	ticks(&commands, 20)
 	stop()
 	if got := releases.Load(); got != 0 {
 		t.Fatalf("%d releases while busy", got)
@@ -49,34 +60,15 @@ func TestReleaseIdleMemory(t *testing.T) {
 	// or the burst would count as already released.
 	var looks atomic.Int64
 	defer run(func() int64 { looks.Add(1); return 0 })()
-	deadline = time.Now().Add(10 * time.Second)
-	for looks.Load() < 2 {
-		if time.Now().After(deadline) {
-			t.Fatal("the idle loop did not tick")
-		}
-		time.Sleep(time.Millisecond) // polling
-	}
+	ticks(&looks, 2)
 	garbage(64 << 20)
-	for releases.Load() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("no release 10 s into an idle period after 64 MiB of garbage")
-		}
-		time.Sleep(time.Millisecond) // polling
-	}
+	waitFor("no release 10 s into an idle period after 64 MiB of garbage", func() bool { return releases.Load() > 0 })
 	// Once the burst is released, quiet ticks release nothing more. Ticks
 	// that overlapped the burst may each have released a part of it, so
 	// the count is taken two looks after the burst ended.
-	waitLooks := func(n int64) {
-		for seen := looks.Load(); looks.Load() < seen+n; {
-			if time.Now().After(deadline) {
-				t.Fatal("the idle loop stopped ticking")
-			}
-			time.Sleep(time.Millisecond) // polling
-		}
-	}
-	waitLooks(2)
+	ticks(&looks, 2)
 	released := releases.Load()
-	waitLooks(20)
+	ticks(&looks, 20)
 	if got := releases.Load(); got != released {
 		t.Fatalf("%d releases in 20 quiet ticks", got-released)
 	}
