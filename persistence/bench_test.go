@@ -94,5 +94,7 @@ func BenchmarkCheckpoint(b *testing.B) {
 		if err := d.checkpoint(context.Background()); err != nil {
 			b.Fatal(err)
 		}
+		b.StopTimer()
+		closeT(b, d) // not at the end: each iteration's store and Pebble would stay
 	}
 }
