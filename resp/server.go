@@ -10,8 +10,10 @@ import (
 	"time"
 )
 
-// Handler runs commands. ServeRESP is called from the connection's goroutine,
-// one command at a time and in order, and writes exactly one reply to c.W.
+// Handler runs commands. ServeRESP is called for one command of a connection
+// at a time, in order, and writes exactly one reply to c.W. It may block (on
+// a lock, a long script): an event loop then hands its other connections to
+// a new goroutine.
 // args alias the reader's buffer and are valid only during the call. Closed is
 // called once when the connection is gone, so the handler can release the
 // state it keeps for it.
@@ -21,9 +23,9 @@ type Handler interface {
 }
 
 // A Syncer is a Handler whose replies may only leave once the changes behind
-// them are durable (appendfsync always). BeforeReply is called on the
-// connection's goroutine before each write of buffered replies, so one wait
-// covers a whole pipelined batch. When it fails the replies are dropped and
+// them are durable (appendfsync always). BeforeReply is called before each
+// write of buffered replies, so one wait covers a whole pipelined batch, and
+// on an event loop the first wait of a round covers every connection's. When it fails the replies are dropped and
 // the connection is closed: a client must never see an acknowledgement of a
 // change that was not saved.
 type Syncer interface {
@@ -50,11 +52,28 @@ type Server struct {
 	total   atomic.Int64 // connections accepted since start
 	rejects atomic.Int64 // protocol errors
 
-	mu     sync.Mutex // guards ln, conns, closed
+	mu     sync.Mutex // guards ln, conns, closed, pl
 	ln     net.Listener
 	conns  map[*Conn]struct{}
 	closed bool
-	wg     sync.WaitGroup // connection goroutines
+	// pl runs the event loops; nil when each connection has a goroutine.
+	pl poller
+	// perConn and nLoops are for tests: perConn serves each connection on
+	// a goroutine of its own where event loops exist, nLoops sets their
+	// number (0: GOMAXPROCS).
+	perConn bool
+	nLoops  int
+	wg      sync.WaitGroup // a count per open connection and per loop goroutine
+}
+
+// poller serves connections on event loops (loop_linux.go).
+type poller interface {
+	// add starts serving c, whose net.Conn it takes over.
+	add(c *Conn) error
+	// kill closes c (CLIENT KILL) once its loop gets to it.
+	kill(c *Conn)
+	// close closes every connection and stops the loops.
+	close()
 }
 
 // NewServer returns a server that runs commands with h.
@@ -78,6 +97,13 @@ func (s *Server) Serve(ln net.Listener) error {
 		return ErrServerClosed
 	}
 	s.ln = ln
+	if s.pl == nil && !s.perConn {
+		pl, err := newPoller(s)
+		if err != nil {
+			s.log.Warn("no event loops, serving each connection on a goroutine of its own", "err", err)
+		}
+		s.pl = pl
+	}
 	s.mu.Unlock()
 	for {
 		nc, err := ln.Accept()
@@ -105,12 +131,17 @@ func (s *Server) Serve(ln net.Listener) error {
 		s.wg.Add(1)
 		s.mu.Unlock()
 		s.total.Add(1)
-		go s.serveConn(c)
+		if s.pl == nil {
+			go s.serveConn(c)
+		} else if err := s.pl.add(c); err != nil {
+			s.log.Warn("cannot serve connection", "client", c.Addr, "err", err)
+			s.release(c)
+		}
 	}
 }
 
-// Close stops accepting, closes every connection and waits for their
-// goroutines to finish.
+// Close stops accepting, closes every connection and waits until every
+// command has returned.
 func (s *Server) Close() error {
 	s.mu.Lock()
 	s.closed = true
@@ -118,8 +149,12 @@ func (s *Server) Close() error {
 	if s.ln != nil {
 		err = s.ln.Close()
 	}
-	for c := range s.conns {
-		c.nc.Close()
+	if s.pl != nil {
+		s.pl.close()
+	} else {
+		for c := range s.conns {
+			c.nc.Close()
+		}
 	}
 	s.mu.Unlock()
 	s.wg.Wait()
@@ -149,7 +184,11 @@ func (s *Server) Kill(id int64) bool {
 	found := false
 	s.ForEachConn(func(c *Conn) {
 		if c.ID == id {
-			c.nc.Close()
+			if s.pl != nil {
+				s.pl.kill(c)
+			} else {
+				c.nc.Close()
+			}
 			found = true
 		}
 	})
@@ -168,9 +207,44 @@ func (s *Server) newConn(nc net.Conn) *Conn {
 	c.W.proto = 2
 	c.info.Proto, c.info.Multi, c.info.User = 2, -1, "default"
 	c.unauthed = s.cfg.RequireAuth != nil && s.cfg.RequireAuth()
-	c.rd = NewReader(flusher{c}, s.cfg.Limits)
-	c.rd.SetAuthenticated(!c.unauthed)
 	return c
+}
+
+// setReader gives c its request reader, reading from src.
+func (c *Conn) setReader(src io.Reader) {
+	c.rd = NewReader(src, c.srv.cfg.Limits)
+	c.rd.SetAuthenticated(!c.unauthed)
+}
+
+// readFailed answers a protocol error as Redis does (the connection is
+// closed after the reply) and logs the other read errors worth a look.
+func (s *Server) readFailed(c *Conn, err error) {
+	var pe *ProtocolError
+	if errors.As(err, &pe) {
+		s.rejects.Add(1)
+		c.W.Error("ERR " + pe.Error())
+		s.log.Debug("protocol error", "client", c.Addr, "err", pe.Msg)
+	} else if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+		s.log.Debug("read failed", "client", c.Addr, "err", err)
+	}
+}
+
+// release lets the handler forget a closed connection. It runs on a
+// goroutine of its own: Closed may wait for shard locks, and an event loop
+// must not.
+func (s *Server) release(c *Conn) {
+	go func() {
+		s.h.Closed(c)
+		s.forget(c)
+	}()
+}
+
+// forget drops a connection that is closed and released.
+func (s *Server) forget(c *Conn) {
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+	s.wg.Done()
 }
 
 // flusher sends the pending replies before the connection blocks on a read,
@@ -190,27 +264,20 @@ func (f flusher) Read(p []byte) (int, error) {
 // buffer without bound.
 const maxPending = 64 << 10
 
+// serveConn serves c on a goroutine of its own, when there are no event
+// loops.
 func (s *Server) serveConn(c *Conn) {
 	defer func() {
 		c.flush()
 		c.nc.Close()
 		s.h.Closed(c)
-		s.mu.Lock()
-		delete(s.conns, c)
-		s.mu.Unlock()
-		s.wg.Done()
+		s.forget(c)
 	}()
+	c.setReader(flusher{c})
 	for {
 		args, err := c.rd.Read()
 		if err != nil {
-			var pe *ProtocolError
-			if errors.As(err, &pe) {
-				s.rejects.Add(1)
-				c.W.Error("ERR " + pe.Error())
-				s.log.Debug("protocol error", "client", c.Addr, "err", pe.Msg)
-			} else if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
-				s.log.Debug("read failed", "client", c.Addr, "err", err)
-			}
+			s.readFailed(c, err)
 			return
 		}
 		s.h.ServeRESP(c, args)
@@ -226,7 +293,7 @@ func (s *Server) serveConn(c *Conn) {
 }
 
 // Conn is one client connection. Its exported fields and the methods not
-// marked otherwise belong to the connection's goroutine (the Handler's calls).
+// marked otherwise belong to the Handler's calls for it, which never overlap.
 type Conn struct {
 	ID      int64
 	Addr    string // remote address
@@ -240,6 +307,7 @@ type Conn struct {
 	nc  net.Conn
 	srv *Server
 	rd  *Reader
+	ls  loopState // when served by an event loop
 	// unauthed is true until AUTH succeeds when the server requires a
 	// password; the zero Conn is authenticated, which suits handler tests.
 	unauthed bool
@@ -288,11 +356,7 @@ func (c *Conn) flush() error {
 		}
 	}
 	_, err := c.nc.Write(c.W.b)
-	if cap(c.W.b) > 4*maxPending {
-		c.W.b = nil // do not keep a huge buffer after one big reply
-	} else {
-		c.W.b = c.W.b[:0]
-	}
+	c.W.reset()
 	return err
 }
 

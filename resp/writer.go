@@ -24,6 +24,16 @@ func (w *Writer) Len() int { return len(w.b) }
 // Bytes returns the buffered reply bytes; they alias the writer's buffer.
 func (w *Writer) Bytes() []byte { return w.b }
 
+// reset empties the writer once its replies are sent. A buffer grown by one
+// huge reply is dropped rather than kept by an idle connection.
+func (w *Writer) reset() {
+	if cap(w.b) > 4*maxPending {
+		w.b = nil
+	} else {
+		w.b = w.b[:0]
+	}
+}
+
 // Truncate drops buffered bytes beyond n, to undo a partly written reply.
 func (w *Writer) Truncate(n int) { w.b = w.b[:n] }
 

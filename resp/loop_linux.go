@@ -1,0 +1,581 @@
+//go:build linux
+
+package resp
+
+import (
+	"errors"
+	"io"
+	"net"
+	"os"
+	"runtime"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// On Linux connections are served by event loops, as redis-server serves
+// them: one goroutine per loop (one loop per GOMAXPROCS) asks epoll which
+// sockets have bytes, reads each of them once, runs the requests that are
+// complete and, once the round is over, writes every connection's replies
+// (after one BeforeReply wait that covers them all).
+//
+// A goroutine per connection costs more per request: after sending its reply
+// the goroutine reads again, finds nothing (EAGAIN) and parks, and the
+// scheduler must find it again when the next request comes. At one request
+// per round trip (redis-benchmark -P 1) that is a second read system call
+// and a park and wake-up per request; a loop reads only sockets epoll
+// reported. The loop's epoll descriptor is itself registered with Go's
+// poller, so a loop with nothing to do parks like any goroutine instead of
+// holding a thread in epoll_wait.
+//
+// A handler call may block: on the shard locks a long Lua script holds, in a
+// script that runs for seconds (the others must then get BUSY, and SCRIPT
+// KILL must get through), or on the disk. A loop stuck in one call would
+// stop every other connection it serves, so a watchdog looks at the loops
+// every watchEvery: a loop that is in the same handler call as at the last
+// look is handed to a new goroutine, which goes on serving the other
+// connections, while the stuck goroutine keeps only the connection it is
+// serving and gives it back to the loop once the call returns.
+
+// watchEvery is how often the watchdog looks at the loops. A handler call
+// that runs longer than this to twice this hands its loop over; calls take
+// microseconds, so this only happens when one really waits.
+const watchEvery = 10 * time.Millisecond
+
+// loopEvents is how many ready sockets one epoll_wait returns at most.
+const loopEvents = 256
+
+// errWouldBlock is what a loop connection's socket source returns once it
+// has been read in this round, or when it has nothing: the Reader keeps the
+// partial request and the loop moves on.
+var errWouldBlock = errors.New("resp: no more input this round")
+
+// loopState is a connection's part of its loop's bookkeeping. Fields marked
+// (owner) belong to whichever goroutine runs the loop, or to the stuck
+// goroutine while the connection is away with it.
+type loopState struct {
+	lp *loop
+	fd int
+	// readOK lets the socket source read once more in this round (owner).
+	readOK bool
+	// wpos is how much of W the socket has taken; output is blocked while
+	// it is not all written, and the connection's input is not read (owner).
+	wpos    int
+	blocked bool
+	queued  bool // in lp.pending (owner)
+	more    bool // stopped with requests maybe left in its reader (owner)
+	away    bool // handed to a stuck goroutine (owner)
+	gone    bool // closed (owner)
+	killed  bool // CLIENT KILL asked for it; guarded by lp.mu
+}
+
+// socketSource is the Reader's source for a loop connection.
+type socketSource struct{ c *Conn }
+
+func (s socketSource) Read(p []byte) (int, error) {
+	ls := &s.c.ls
+	if !ls.readOK {
+		return 0, errWouldBlock
+	}
+	ls.readOK = false
+	n, err := syscall.Read(ls.fd, p)
+	switch {
+	case err == syscall.EAGAIN || err == syscall.EINTR:
+		return 0, errWouldBlock // level-triggered: epoll reports it again
+	case err != nil:
+		return 0, err
+	case n == 0:
+		return 0, io.EOF
+	}
+	return n, nil
+}
+
+// loops is the set of event loops of a Server, and their watchdog.
+type loops struct {
+	all  []*loop
+	next int // round robin over all, for new connections (Serve's goroutine)
+	stop chan struct{}
+}
+
+func newPoller(s *Server) (poller, error) {
+	ls := &loops{stop: make(chan struct{})}
+	n := s.nLoops
+	if n == 0 {
+		n = runtime.GOMAXPROCS(0)
+	}
+	for range n {
+		l, err := newLoop(s)
+		if err != nil {
+			for _, l := range ls.all {
+				l.release()
+			}
+			return nil, err
+		}
+		ls.all = append(ls.all, l)
+	}
+	for _, l := range ls.all {
+		s.wg.Add(1)
+		go l.run(0)
+	}
+	go ls.watch()
+	return ls, nil
+}
+
+// add hands a new connection to the next loop. The loop serves a duplicate
+// of its descriptor; c.nc itself is closed, which takes it out of Go's
+// poller.
+func (ls *loops) add(c *Conn) error {
+	fd, err := dupSocket(c.nc)
+	c.nc.Close()
+	if err != nil {
+		return err
+	}
+	l := ls.all[ls.next]
+	ls.next = (ls.next + 1) % len(ls.all)
+	c.ls.lp, c.ls.fd = l, fd
+	c.setReader(socketSource{c})
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		syscall.Close(fd)
+		return ErrServerClosed
+	}
+	l.incoming = append(l.incoming, c)
+	l.wakeLocked()
+	return nil
+}
+
+func (ls *loops) kill(c *Conn) {
+	l := c.ls.lp
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.closed {
+		c.ls.killed = true
+		l.kill = append(l.kill, c)
+		l.wakeLocked()
+	}
+}
+
+func (ls *loops) close() {
+	close(ls.stop)
+	for _, l := range ls.all {
+		l.mu.Lock()
+		l.closed = true
+		l.wakeLocked()
+		// A loop in a handler call is handed over at once, so the other
+		// connections close now rather than when the call returns.
+		l.handOverLocked()
+		l.mu.Unlock()
+	}
+}
+
+// watch hands over the loops stuck in a handler call.
+func (ls *loops) watch() {
+	t := time.NewTicker(watchEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ls.stop:
+			return
+		case <-t.C:
+			for _, l := range ls.all {
+				l.check()
+			}
+		}
+	}
+}
+
+// dupSocket returns a close-on-exec duplicate of nc's descriptor. It shares
+// the socket and its flags (non-blocking, TCP_NODELAY) with nc.
+func dupSocket(nc net.Conn) (int, error) {
+	sc, ok := nc.(syscall.Conn)
+	if !ok {
+		return -1, errors.New("resp: connection has no file descriptor")
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return -1, err
+	}
+	fd := -1
+	var derr error
+	if err := rc.Control(func(s uintptr) {
+		r, _, e := syscall.Syscall(syscall.SYS_FCNTL, s, syscall.F_DUPFD_CLOEXEC, 0)
+		if e != 0 {
+			derr = e
+			return
+		}
+		fd = int(r)
+	}); err != nil {
+		return -1, err
+	}
+	return fd, derr
+}
+
+// A loop serves its connections on one goroutine at a time.
+type loop struct {
+	s    *Server
+	epfd int
+	ep   *os.File // epfd, registered with Go's poller
+	rc   syscall.RawConn
+	// wakeR and wakeW are a pipe: a byte in it makes the loop look at the
+	// lists below.
+	wakeR, wakeW int
+
+	// The running goroutine's own.
+	conns   map[int32]*Conn
+	events  []syscall.EpollEvent
+	pending []*Conn // have replies to write at the end of the round
+	again   []*Conn // may have whole requests left in their reader
+	ev      syscall.EpollEvent
+
+	mu       sync.Mutex // guards the fields below
+	owner    uint64     // generation of the goroutine running the loop
+	cur      *Conn      // connection in a handler call; nil between calls
+	calls    uint64     // handler calls begun
+	seen     uint64     // calls at the watchdog's last look
+	incoming []*Conn    // new connections
+	stuck    []*Conn    // connections a stuck goroutine kept
+	back     []*Conn    // connections given back by such goroutines
+	kill     []*Conn
+	woken    bool // a byte is in the pipe
+	closed   bool
+}
+
+func newLoop(s *Server) (*loop, error) {
+	epfd, err := syscall.EpollCreate1(syscall.EPOLL_CLOEXEC)
+	if err != nil {
+		return nil, os.NewSyscallError("epoll_create1", err)
+	}
+	var p [2]int
+	if err := syscall.Pipe2(p[:], syscall.O_NONBLOCK|syscall.O_CLOEXEC); err != nil {
+		syscall.Close(epfd)
+		return nil, os.NewSyscallError("pipe2", err)
+	}
+	l := &loop{s: s, epfd: epfd, wakeR: p[0], wakeW: p[1],
+		conns: make(map[int32]*Conn), events: make([]syscall.EpollEvent, loopEvents)}
+	fail := func(err error) (*loop, error) {
+		l.release()
+		return nil, err
+	}
+	if err := l.ctl(syscall.EPOLL_CTL_ADD, l.wakeR, syscall.EPOLLIN); err != nil {
+		return fail(err)
+	}
+	// A non-blocking descriptor given to os.NewFile is registered with Go's
+	// poller; RawConn.Read then parks the goroutine until epoll has events.
+	if err := syscall.SetNonblock(epfd, true); err != nil {
+		return fail(os.NewSyscallError("setnonblock", err))
+	}
+	l.ep = os.NewFile(uintptr(epfd), "epoll")
+	if l.rc, err = l.ep.SyscallConn(); err != nil {
+		return fail(err)
+	}
+	return l, nil
+}
+
+// release frees the loop's descriptors.
+func (l *loop) release() {
+	if l.ep != nil {
+		l.ep.Close()
+	} else {
+		syscall.Close(l.epfd)
+	}
+	syscall.Close(l.wakeR)
+	syscall.Close(l.wakeW)
+}
+
+func (l *loop) ctl(op, fd int, events uint32) error {
+	l.ev = syscall.EpollEvent{Events: events, Fd: int32(fd)}
+	return os.NewSyscallError("epoll_ctl", syscall.EpollCtl(l.epfd, op, fd, &l.ev))
+}
+
+// wakeLocked makes the loop look at its lists. l.mu must be held.
+func (l *loop) wakeLocked() {
+	if !l.woken {
+		l.woken = true
+		syscall.Write(l.wakeW, []byte{0})
+	}
+}
+
+// run is the loop, on the goroutine of generation gen. It returns when the
+// server closes, or when the watchdog gave the loop to a new goroutine
+// while this one was in a handler call.
+func (l *loop) run(gen uint64) {
+	defer l.s.wg.Done()
+	for {
+		if !l.intake() {
+			return
+		}
+		n := l.wait(len(l.again) == 0 && len(l.pending) == 0)
+		for _, ev := range l.events[:n] {
+			if ev.Fd == int32(l.wakeR) {
+				l.drainWake()
+				continue
+			}
+			c := l.conns[ev.Fd]
+			switch {
+			case c == nil:
+			case c.ls.blocked:
+				l.write(c)
+			case l.serve(c, gen):
+				return
+			}
+		}
+		for len(l.again) > 0 {
+			c := l.again[len(l.again)-1]
+			l.again = l.again[:len(l.again)-1]
+			if c.ls.gone || c.ls.away || c.ls.blocked {
+				continue
+			}
+			if l.serve(c, gen) {
+				return
+			}
+		}
+		l.flush()
+	}
+}
+
+// intake takes what other goroutines left for the loop. It returns false
+// once the server is closed; every connection is then closed.
+func (l *loop) intake() bool {
+	l.mu.Lock()
+	stuck, back, kill, incoming, closed := l.stuck, l.back, l.kill, l.incoming, l.closed
+	l.stuck, l.back, l.kill, l.incoming = nil, nil, nil, nil
+	l.woken = false
+	l.mu.Unlock()
+	for _, c := range stuck {
+		// Its goroutine owns it, and closes it if it must.
+		delete(l.conns, int32(c.ls.fd))
+		syscall.EpollCtl(l.epfd, syscall.EPOLL_CTL_DEL, c.ls.fd, nil)
+		c.ls.away = true
+	}
+	for _, c := range append(back, incoming...) {
+		c.ls.away = false
+		l.conns[int32(c.ls.fd)] = c
+		if err := l.ctl(syscall.EPOLL_CTL_ADD, c.ls.fd, syscall.EPOLLIN); err != nil {
+			l.s.log.Warn("cannot watch connection", "client", c.Addr, "err", err)
+			l.close(c)
+			continue
+		}
+	}
+	for _, c := range back {
+		// Its replies are still to be written, and its reader may hold
+		// whole requests.
+		c.ls.more = true
+		l.queue(c)
+	}
+	for _, c := range kill {
+		if !c.ls.gone && l.conns[int32(c.ls.fd)] == c {
+			l.close(c)
+		}
+	}
+	if !closed {
+		return true
+	}
+	for _, c := range l.conns {
+		l.close(c)
+	}
+	l.release()
+	return false
+}
+
+// wait returns the number of ready events in l.events; with block it parks
+// the goroutine until there is one.
+func (l *loop) wait(block bool) int {
+	n := 0
+	err := l.rc.Read(func(uintptr) bool {
+		var err error
+		n, err = syscall.EpollWait(l.epfd, l.events, 0)
+		if err != nil {
+			n = 0
+		}
+		return n > 0 || !block
+	})
+	if err != nil {
+		l.s.log.Error("epoll wait failed", "err", err)
+	}
+	return n
+}
+
+func (l *loop) drainWake() {
+	var b [64]byte
+	for {
+		if n, _ := syscall.Read(l.wakeR, b[:]); n < len(b) {
+			return
+		}
+	}
+}
+
+// serve runs the requests c has sent: those its reader holds and those one
+// read of the socket brings. It reports whether the loop was given to
+// another goroutine during a handler call; c is then this goroutine's alone
+// until it is given back.
+func (l *loop) serve(c *Conn, gen uint64) (lost bool) {
+	l.enter(c)
+	c.ls.readOK = true
+	for {
+		args, err := c.rd.Read()
+		if err == errWouldBlock {
+			break
+		}
+		if err != nil {
+			l.s.readFailed(c, err)
+			c.closing = true
+			break
+		}
+		l.s.h.ServeRESP(c, args)
+		if c.closing {
+			break
+		}
+		if c.W.Len() >= maxPending {
+			c.ls.more = true
+			break
+		}
+	}
+	if l.leave(gen) {
+		l.giveBack(c)
+		return true
+	}
+	l.queue(c)
+	return false
+}
+
+func (l *loop) enter(c *Conn) {
+	l.mu.Lock()
+	l.cur = c
+	l.calls++
+	l.mu.Unlock()
+}
+
+// leave ends a handler call and reports whether the loop was handed over
+// meanwhile.
+func (l *loop) leave(gen uint64) (lost bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.owner != gen {
+		return true
+	}
+	l.cur = nil
+	return false
+}
+
+// check is the watchdog's look: a loop in the same handler call as at the
+// last look goes to a new goroutine.
+func (l *loop) check() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.calls == l.seen {
+		l.handOverLocked()
+	}
+	l.seen = l.calls
+}
+
+// handOverLocked gives the loop to a new goroutine if the running one is in
+// a handler call; that one keeps the connection it serves. l.mu must be
+// held.
+func (l *loop) handOverLocked() {
+	if l.cur == nil {
+		return
+	}
+	l.stuck = append(l.stuck, l.cur)
+	l.cur = nil
+	l.owner++
+	l.s.wg.Add(1)
+	go l.run(l.owner)
+}
+
+// giveBack returns c, after a handler call that outlasted the loop's
+// patience, to the loop, or closes it if it was killed or the server is
+// closing.
+func (l *loop) giveBack(c *Conn) {
+	l.mu.Lock()
+	if !l.closed && !c.ls.killed {
+		l.back = append(l.back, c)
+		l.wakeLocked()
+		l.mu.Unlock()
+		return
+	}
+	l.mu.Unlock()
+	syscall.Close(c.ls.fd)
+	c.ls.gone = true
+	l.s.release(c)
+}
+
+// queue adds c to the connections whose replies the round writes.
+func (l *loop) queue(c *Conn) {
+	if !c.ls.queued && (c.W.Len() > 0 || c.closing || c.ls.more) {
+		c.ls.queued = true
+		l.pending = append(l.pending, c)
+	}
+}
+
+// flush writes the round's replies.
+func (l *loop) flush() {
+	for i, c := range l.pending {
+		l.pending[i] = nil
+		c.ls.queued = false
+		if !c.ls.gone && !c.ls.away {
+			l.write(c)
+		}
+	}
+	l.pending = l.pending[:0]
+}
+
+// write sends c's replies until the socket takes no more; then the loop
+// waits for it to drain (EPOLLOUT) before reading c again.
+func (l *loop) write(c *Conn) {
+	b := c.W.b
+	if !c.ls.blocked && len(b) > 0 {
+		if sy, ok := l.s.h.(Syncer); ok {
+			if err := sy.BeforeReply(c); err != nil {
+				c.W.b = b[:0]
+				l.close(c)
+				return
+			}
+		}
+	}
+	for c.ls.wpos < len(b) {
+		n, err := syscall.Write(c.ls.fd, b[c.ls.wpos:])
+		switch {
+		case err == syscall.EINTR:
+			continue
+		case err == syscall.EAGAIN:
+			if !c.ls.blocked {
+				c.ls.blocked = true
+				if err := l.ctl(syscall.EPOLL_CTL_MOD, c.ls.fd, syscall.EPOLLOUT); err != nil {
+					l.close(c)
+				}
+			}
+			return
+		case err != nil:
+			l.close(c)
+			return
+		}
+		c.ls.wpos += n
+	}
+	c.ls.wpos = 0
+	c.W.reset()
+	if c.ls.blocked {
+		c.ls.blocked = false
+		if err := l.ctl(syscall.EPOLL_CTL_MOD, c.ls.fd, syscall.EPOLLIN); err != nil {
+			l.close(c)
+			return
+		}
+	}
+	if c.closing {
+		l.close(c)
+		return
+	}
+	if c.ls.more {
+		c.ls.more = false
+		l.again = append(l.again, c)
+	}
+}
+
+// close closes c's socket (which also takes it out of the epoll set) and
+// lets the handler release its state.
+func (l *loop) close(c *Conn) {
+	delete(l.conns, int32(c.ls.fd))
+	syscall.Close(c.ls.fd)
+	c.ls.gone = true
+	l.s.release(c)
+}

@@ -1,0 +1,382 @@
+package resp
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// testHandler answers a few commands of its own:
+//
+//	PING            +PONG
+//	ECHO s          $s
+//	BIG n           a bulk of n bytes
+//	BLOCK           waits until the test releases it, then +UNBLOCKED
+//	QUIT            +OK and close
+type testHandler struct {
+	release chan struct{}
+	once    sync.Once
+	blocked chan struct{} // gets a value when BLOCK starts waiting
+	closed  atomic.Int64  // Closed calls
+	syncs   atomic.Int64  // BeforeReply calls (syncHandler)
+	failing atomic.Bool   // BeforeReply fails (syncHandler)
+}
+
+func newTestHandler() *testHandler {
+	return &testHandler{release: make(chan struct{}), blocked: make(chan struct{}, 16)}
+}
+
+func (h *testHandler) ServeRESP(c *Conn, args [][]byte) {
+	switch strings.ToUpper(string(args[0])) {
+	case "PING":
+		c.W.Status("PONG")
+	case "ECHO":
+		c.W.Bulk(args[1])
+	case "BIG":
+		n, _ := strconv.Atoi(string(args[1]))
+		c.W.Bulk(bytes.Repeat([]byte{'x'}, n))
+	case "BLOCK":
+		h.blocked <- struct{}{}
+		<-h.release
+		c.W.Status("UNBLOCKED")
+	case "QUIT":
+		c.W.OK()
+		c.CloseAfterReply()
+	default:
+		c.W.Error("ERR unknown command")
+	}
+}
+
+// unblock lets every BLOCK return.
+func (h *testHandler) unblock() { h.once.Do(func() { close(h.release) }) }
+
+func (h *testHandler) Closed(*Conn) { h.closed.Add(1) }
+
+// syncHandler is a testHandler that is also a Syncer.
+type syncHandler struct{ *testHandler }
+
+func (h syncHandler) BeforeReply(*Conn) error {
+	h.syncs.Add(1)
+	if h.failing.Load() {
+		return errors.New("disk on fire")
+	}
+	return nil
+}
+
+// modes are the two ways a Server serves connections. With one loop every
+// connection shares it, which is what the stuck-call tests need.
+var modes = []struct {
+	name string
+	set  func(s *Server)
+}{
+	{"loop", func(s *Server) { s.nLoops = 1 }},
+	{"goroutines", func(s *Server) { s.perConn = true }},
+}
+
+func eachMode(t *testing.T, f func(t *testing.T, set func(*Server))) {
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) { f(t, m.set) })
+	}
+}
+
+// serve starts s on a free port and closes it when the test ends.
+func serve(t *testing.T, s *Server) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ln) }()
+	t.Cleanup(func() {
+		if h, ok := s.h.(interface{ unblock() }); ok {
+			h.unblock() // a test that failed may have left a call waiting
+		}
+		s.Close()
+		if err := <-done; !errors.Is(err, ErrServerClosed) {
+			t.Errorf("Serve returned %v", err)
+		}
+	})
+	return ln.Addr().String()
+}
+
+type client struct {
+	t  *testing.T
+	nc net.Conn
+	rd *bufio.Reader
+}
+
+func dial(t *testing.T, addr string) *client {
+	t.Helper()
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nc.Close() })
+	nc.SetDeadline(time.Now().Add(20 * time.Second))
+	return &client{t: t, nc: nc, rd: bufio.NewReaderSize(nc, 1<<16)}
+}
+
+func (c *client) send(cmds ...string) {
+	c.t.Helper()
+	var b []byte
+	for _, cmd := range cmds {
+		b = append(b, cmd...)
+		b = append(b, "\r\n"...)
+	}
+	if _, err := c.nc.Write(b); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// reply reads one reply: a status, error or integer line, or a bulk.
+func (c *client) reply() string {
+	c.t.Helper()
+	line, err := c.rd.ReadString('\n')
+	if err != nil {
+		c.t.Fatalf("reading a reply: %v", err)
+	}
+	if line[0] != '$' {
+		return strings.TrimSuffix(line, "\r\n")
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(line[1:]))
+	if err != nil {
+		c.t.Fatalf("bad bulk header %q", line)
+	}
+	b := make([]byte, n+2)
+	if _, err := io.ReadFull(c.rd, b); err != nil {
+		c.t.Fatalf("reading a bulk of %d: %v", n, err)
+	}
+	return string(b[:n])
+}
+
+func (c *client) expect(want ...string) {
+	c.t.Helper()
+	for _, w := range want {
+		if got := c.reply(); got != w {
+			c.t.Fatalf("got %.60q, want %.60q", got, w)
+		}
+	}
+}
+
+// expectEOF waits for the server to close the connection.
+func (c *client) expectEOF() {
+	c.t.Helper()
+	b, err := c.rd.ReadByte()
+	if err == nil {
+		c.t.Fatalf("read %q, want the connection closed", b)
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		c.t.Fatal("the connection is still open")
+	}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestServe_PipelineInOrder(t *testing.T) {
+	eachMode(t, func(t *testing.T, set func(*Server)) {
+		s := NewServer(Config{}, newTestHandler())
+		set(s)
+		addr := serve(t, s)
+		var wg sync.WaitGroup
+		for k := range 8 {
+			wg.Go(func() {
+				c := dial(t, addr)
+				// 3000 replies of 40 bytes pass maxPending, so the loop
+				// stops and comes back for the rest of what it read.
+				var cmds, want []string
+				for i := range 3000 {
+					s := fmt.Sprintf("%d-%d-%032d", k, i, i)
+					cmds = append(cmds, "ECHO "+s)
+					want = append(want, s)
+				}
+				c.send(cmds...)
+				c.expect(want...)
+			})
+		}
+		wg.Wait()
+	})
+}
+
+// TestServe_StuckCall: a handler call that waits does not hold up the
+// other connections of its loop, and its own connection goes on afterwards
+// with what it had pipelined behind the call.
+func TestServe_StuckCall(t *testing.T) {
+	eachMode(t, func(t *testing.T, set func(*Server)) {
+		h := newTestHandler()
+		s := NewServer(Config{}, h)
+		set(s)
+		addr := serve(t, s)
+		a, b := dial(t, addr), dial(t, addr)
+		a.send("BLOCK", "ECHO after")
+		<-h.blocked
+		for range 3 {
+			b.send("PING")
+			b.expect("+PONG")
+		}
+		h.unblock()
+		a.expect("+UNBLOCKED", "after")
+		a.send("PING")
+		a.expect("+PONG")
+		b.send("PING")
+		b.expect("+PONG")
+	})
+}
+
+// TestServe_BigReply: a reply the socket cannot take at once reaches a
+// client that reads it late, whole, while the loop serves others.
+func TestServe_BigReply(t *testing.T) {
+	eachMode(t, func(t *testing.T, set func(*Server)) {
+		s := NewServer(Config{}, newTestHandler())
+		set(s)
+		addr := serve(t, s)
+		a, b := dial(t, addr), dial(t, addr)
+		const n = 16 << 20
+		a.send("BIG "+strconv.Itoa(n), "PING")
+		b.send("PING")
+		b.expect("+PONG")
+		if got := a.reply(); len(got) != n || strings.Trim(got, "x") != "" {
+			t.Fatalf("big reply of %d bytes, want %d", len(got), n)
+		}
+		a.expect("+PONG")
+	})
+}
+
+func TestServe_CloseAfterReply(t *testing.T) {
+	eachMode(t, func(t *testing.T, set func(*Server)) {
+		h := newTestHandler()
+		s := NewServer(Config{}, h)
+		set(s)
+		c := dial(t, serve(t, s))
+		c.send("PING", "QUIT", "PING")
+		c.expect("+PONG", "+OK")
+		c.expectEOF()
+		waitFor(t, "Closed", func() bool { return h.closed.Load() == 1 })
+	})
+}
+
+// TestServe_ProtocolError: the requests before the bad one are answered,
+// then the error, then the connection is closed.
+func TestServe_ProtocolError(t *testing.T) {
+	eachMode(t, func(t *testing.T, set func(*Server)) {
+		s := NewServer(Config{}, newTestHandler())
+		set(s)
+		c := dial(t, serve(t, s))
+		c.send("PING", "*1\r\n$x", "PING")
+		c.expect("+PONG", "-ERR Protocol error: invalid bulk length")
+		c.expectEOF()
+	})
+}
+
+func TestServe_Kill(t *testing.T) {
+	eachMode(t, func(t *testing.T, set func(*Server)) {
+		h := newTestHandler()
+		s := NewServer(Config{}, h)
+		set(s)
+		addr := serve(t, s)
+		a, b, stuck := dial(t, addr), dial(t, addr), dial(t, addr)
+		for _, c := range []*client{a, b} {
+			c.send("PING")
+			c.expect("+PONG")
+		}
+		stuck.send("BLOCK")
+		<-h.blocked
+		var ids []int64
+		s.ForEachConn(func(c *Conn) { ids = append(ids, c.ID) })
+		if len(ids) != 3 {
+			t.Fatalf("%d connections, want 3", len(ids))
+		}
+		slices.Sort(ids)
+		// IDs follow the order of the dials: kill a and the stuck one.
+		if !s.Kill(ids[0]) || !s.Kill(ids[2]) || s.Kill(999) {
+			t.Fatal("Kill found the wrong connections")
+		}
+		a.expectEOF()
+		b.send("PING")
+		b.expect("+PONG")
+		h.unblock()
+		// The stuck call's reply may or may not go out before the close.
+		for {
+			if _, err := stuck.rd.ReadString('\n'); err != nil {
+				break
+			}
+		}
+		waitFor(t, "Closed twice", func() bool { return h.closed.Load() == 2 })
+	})
+}
+
+// TestServe_CloseWaitsForCalls: Close closes every connection and returns
+// once the stuck call has returned.
+func TestServe_CloseWaitsForCalls(t *testing.T) {
+	eachMode(t, func(t *testing.T, set func(*Server)) {
+		h := newTestHandler()
+		s := NewServer(Config{}, h)
+		set(s)
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		go s.Serve(ln)
+		a, b := dial(t, ln.Addr().String()), dial(t, ln.Addr().String())
+		b.send("PING")
+		b.expect("+PONG")
+		a.send("BLOCK")
+		<-h.blocked
+		closed := make(chan struct{})
+		go func() {
+			s.Close()
+			close(closed)
+		}()
+		b.expectEOF()
+		select {
+		case <-closed:
+			t.Fatal("Close returned while a call was running")
+		case <-time.After(50 * time.Millisecond): // it must still be waiting
+		}
+		h.unblock()
+		<-closed
+		a.expectEOF()
+		if n := h.closed.Load(); n != 2 {
+			t.Fatalf("Closed called %d times, want 2", n)
+		}
+	})
+}
+
+// TestServe_BeforeReply: a Syncer is asked before replies leave; when it
+// fails the replies are dropped and the connection closed.
+func TestServe_BeforeReply(t *testing.T) {
+	eachMode(t, func(t *testing.T, set func(*Server)) {
+		h := syncHandler{newTestHandler()}
+		s := NewServer(Config{}, h)
+		set(s)
+		c := dial(t, serve(t, s))
+		c.send("PING", "PING")
+		c.expect("+PONG", "+PONG")
+		if h.syncs.Load() == 0 {
+			t.Fatal("BeforeReply was not called")
+		}
+		h.failing.Store(true)
+		c.send("PING")
+		c.expectEOF()
+	})
+}
