@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/throttleddb/throttled/internal/testwait"
 )
 
 // testHandler answers a few commands of its own:
@@ -182,17 +184,6 @@ func (c *client) expectEOF() {
 	}
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 func TestServe_PipelineInOrder(t *testing.T) {
 	eachMode(t, func(t *testing.T, set func(*Server)) {
 		s := NewServer(Config{}, newTestHandler())
@@ -271,7 +262,7 @@ func TestServe_CloseAfterReply(t *testing.T) {
 		c.send("PING", "QUIT", "PING")
 		c.expect("+PONG", "+OK")
 		c.expectEOF()
-		waitFor(t, "Closed", func() bool { return h.closed.Load() == 1 })
+		testwait.For(t, 10*time.Second, "Closed", func() bool { return h.closed.Load() == 1 })
 	})
 }
 
@@ -321,7 +312,7 @@ func TestServe_Kill(t *testing.T) {
 				break
 			}
 		}
-		waitFor(t, "Closed twice", func() bool { return h.closed.Load() == 2 })
+		testwait.For(t, 10*time.Second, "Closed twice", func() bool { return h.closed.Load() == 2 })
 	})
 }
 

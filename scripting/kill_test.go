@@ -6,19 +6,9 @@ import (
 	"strings"
 	"testing"
 	"time"
-)
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
+	"github.com/throttleddb/throttled/internal/testwait"
+)
 
 // start runs src in the background; the returned function waits for the
 // reply.
@@ -59,7 +49,7 @@ func TestKill_InfiniteLoop(t *testing.T) {
 				t.Fatalf("Kill before: got %v, want ErrNotBusy", err)
 			}
 			wait := start(t, e, context.Background(), newFakeDB(), src)
-			waitFor(t, "busy", e.Busy)
+			testwait.For(t, 10*time.Second, "busy", e.Busy)
 			if err := e.Kill(); err != nil {
 				t.Fatalf("Kill: %v", err)
 			}
@@ -81,8 +71,8 @@ func TestKill_ExactReply(t *testing.T) {
 	e := New(Options{TimeLimit: time.Millisecond, Logger: testLogger(t)})
 	src := "while true do end"
 	wait := start(t, e, context.Background(), newFakeDB(), src)
-	waitFor(t, "busy", e.Busy)
-	waitFor(t, "kill", func() bool { return e.Kill() == nil })
+	testwait.For(t, 10*time.Second, "busy", e.Busy)
+	testwait.For(t, 10*time.Second, "kill", func() bool { return e.Kill() == nil })
 	want := "-ERR Script killed by user with SCRIPT KILL... script: " + SHA1Hex([]byte(src)) + ", on @user_script:1.\r\n"
 	if got := wait(); got != want {
 		t.Errorf("got %q, want %q", got, want)
@@ -118,7 +108,7 @@ func TestKill_Unkillable(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	wait := start(t, e, ctx, db, "redis.call('set', 'k', 'v') while not redis.call('get', 'stop') do end return 'done'")
-	waitFor(t, "busy", e.Busy)
+	testwait.For(t, 10*time.Second, "busy", e.Busy)
 	if err := e.Kill(); !errors.Is(err, ErrUnkillable) {
 		t.Fatalf("Kill: got %v, want ErrUnkillable", err)
 	}

@@ -5,6 +5,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/throttleddb/throttled/internal/testwait"
 )
 
 // TestReleaseIdleMemory: after a burst of allocation the idle node releases
@@ -26,18 +28,11 @@ func TestReleaseIdleMemory(t *testing.T) {
 		}()
 		return func() { cancel(); <-done }
 	}
-	// waitFor polls cond for up to 10 s; ticks waits for n more calls of a
-	// loop's processed, counted in calls.
 	waitFor := func(what string, cond func() bool) {
 		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatal(what)
-			}
-			time.Sleep(time.Millisecond) // polling
-		}
+		testwait.For(t, 10*time.Second, what, cond)
 	}
+	// ticks waits for n more calls of a loop's processed, counted in calls.
 	ticks := func(calls *atomic.Int64, n int64) {
 		t.Helper()
 		seen := calls.Load()
