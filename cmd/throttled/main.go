@@ -62,7 +62,7 @@ func newFlags(stderr io.Writer) (*flag.FlagSet, *settings) {
 	fs.StringVar(&s.persistence, "persistence", "on", "on: keep state in --dir; off: in memory only")
 	fs.StringVar(&cfg.AppendFsync, "appendfsync", "everysec", "when changes are synced to disk: always (before each reply), everysec or no")
 	fs.StringVar(&s.logLevel, "loglevel", "info", "log level: debug, info, warn or error")
-	fs.IntVar(&s.threads, "threads", 0, "OS threads running Go code at once (GOMAXPROCS); 0 means one per CPU")
+	fs.IntVar(&s.threads, "threads", 0, "event loops serving connections and OS threads running Go code at once (GOMAXPROCS); 0 means one per CPU")
 	return fs, &s
 }
 
