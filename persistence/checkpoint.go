@@ -27,10 +27,16 @@ const (
 	// checkpointCheck is how often the checkpointer looks.
 	checkpointCheck = 100 * time.Millisecond
 	// checkpointChunk is the size at which the saved-copy batch is
-	// written out between shards, which bounds its memory. It stays well
-	// under half a memtable: Pebble makes a larger batch a memtable of its
-	// own, and a checkpoint of a million keys then left some 90 MB of them
-	// resident (bench/persist).
+	// written out between shards, which bounds its memory: one batch for
+	// a whole checkpoint of a million keys left some 90 MB resident
+	// (bench/persist). Pebble counts a batch at about 5 times its bytes in
+	// a memtable (a skiplist node of some 200 bytes per key), so a chunk
+	// is over half a memtable: Pebble queues it as a "large batch",
+	// flushed as it is, instead of copying it into the memtable, and
+	// stalls the checkpoint while more than 2 memtables' worth wait. Chunks
+	// small enough for the memtable (64 KB) were no faster
+	// (BenchmarkCheckpoint) and left 1.7 MB more RSS: both memtables then
+	// end up written all through, and stay allocated.
 	checkpointChunk = 256 << 10
 )
 
@@ -66,9 +72,10 @@ func (d *DB) checkpoints(ctx context.Context) {
 // since the last checkpoint and deletes the log segments that copy now
 // covers: those of every change already written to the log when it began,
 // which it closes so that later changes go to a new one. The saved copy is
-// written in chunks and synced before a segment goes, so a crash in between
-// leaves the log whole, and replaying it over a partly updated copy gives
-// the same keyspace (every change carries its key's whole value).
+// written in chunks and flushed to sstables before a segment goes, so a
+// crash in between leaves the log whole, and replaying it over a partly
+// updated copy gives the same keyspace (every change carries its key's whole
+// value).
 //
 // Cancelling ctx (Close does, so as not to wait for a long checkpoint)
 // stops it after the shard it is writing. The changes it took from the
@@ -99,8 +106,21 @@ func (d *DB) checkpoint(ctx context.Context) error {
 		}
 		return fmt.Errorf("checkpoint: %w", err)
 	}
-	if err := w.b.Commit(pebble.Sync); err != nil {
+	if err := w.b.Commit(pebble.NoSync); err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
+	}
+	// Pebble has no WAL (see pebbleOptions): what the batches wrote is in
+	// its memtables, or in large batches queued for their flush, and a
+	// crash would lose it. Flush returns once all of it is in synced
+	// sstables named by the synced MANIFEST; only then may the log that
+	// also holds these changes go. A checkpoint that wrote nothing (the
+	// keys logged since the last one came and went) skips it: what is
+	// left unflushed is at most Load's deletions of expired keys, which
+	// the next start would make again.
+	if w.sets+w.deletes > 0 {
+		if err := d.pdb.Flush(); err != nil {
+			return fmt.Errorf("checkpoint: flushing the saved copy: %w", err)
+		}
 	}
 	d.segs.mu.Lock()
 	err = d.segs.removeUpTo(upTo)
@@ -109,6 +129,7 @@ func (d *DB) checkpoint(ctx context.Context) error {
 		return fmt.Errorf("checkpoint: removing log segments: %w", err)
 	}
 	d.logBytes.Add(-logged)
+	d.dropBuffers()
 	d.checkpointCount.Add(1)
 	d.log.Debug("persistence: checkpoint", "saved", w.sets, "deleted", w.deletes, "log_bytes", logged, "took", time.Since(start).Round(time.Millisecond))
 	d.compact.add(w.deletes) // what the deletions hide is garbage on disk now

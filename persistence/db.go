@@ -42,14 +42,16 @@ var (
 	ErrDatabases = errors.New("persistence: too few databases for this folder")
 )
 
-// memTableSize is Pebble's write buffer, half its default. It costs resident
-// memory (two or three of them are allocated while one is being flushed),
-// and every WAL file is about this big and Pebble keeps a few of them for
-// reuse whatever the number of keys: this is the fixed part of the folder's
-// size (see the package doc). Only checkpoints write to Pebble, in large
-// batches, so a larger one gains little; the 2 MB saved per memtable kept
-// throttled's memory for a million keys under redis-server's (bench/persist).
-const memTableSize = 2 << 20
+// memTableSize is Pebble's write buffer, a quarter of its default. Pebble
+// keeps two allocated (the current one and one kept for reuse, in C memory
+// when cgo is on) and flushes it when it is full. A checkpoint's chunks
+// skip it (see checkpointChunk): it holds only small checkpoints and Load's
+// deletions of expired keys, so a larger one gains nothing. 1 MB rather
+// than 2 MB took 0.8 MB off throttled's RSS with a million keys (0.3 MB of
+// C memory, 0.5 MB of Go heap, 5 runs each, bench/persist's fill) and did
+// not slow BenchmarkCheckpoint (0.87-0.98 s with 2 MB, 0.78-0.94 s with
+// 1 MB, within this machine's noise).
+const memTableSize = 1 << 20
 
 // cacheSize is Pebble's block cache. The keyspace lives in the store, so
 // Pebble is read only by Load (once, front to back) and by its own
@@ -210,7 +212,12 @@ func openPebble(dir string, fresh bool, pl pebbleLogger, lock *pebble.Lock) (*pe
 	case err != nil && !stamp:
 		err = fmt.Errorf("%w: folder %q: %w", ErrCorrupt, dir, err)
 	case stamp:
-		err = pdb.Set(formatKey, []byte{formatVersion}, pebble.Sync)
+		// Pebble's WAL is off (see pebbleOptions): the stamp is durable
+		// once flushed.
+		err = pdb.Set(formatKey, []byte{formatVersion}, pebble.NoSync)
+		if err == nil {
+			err = pdb.Flush()
+		}
 		if err != nil {
 			err = fmt.Errorf("persistence: folder %q: writing the format marker: %w", dir, err)
 		}
@@ -277,11 +284,29 @@ func pebbleOptions(pl pebbleLogger, lock *pebble.Lock, readOnly bool) *pebble.Op
 		// 20 MB more RSS under a key flood (e2e.TestFlood_MaxMemory).
 		L0CompactionThreshold: 16,
 		L0StopWritesThreshold: 64,
-		Cache:                 pebble.NewCache(cacheSize),
-		Logger:                pl,
-		EventListener:         eventListener(pl),
-		ReadOnly:              readOnly,
-		Lock:                  lock,
+		// Pebble's WAL would be a second log of what our own log already
+		// holds: a checkpoint writes the saved copy and then flushes it to
+		// sstables before a segment of our log goes (checkpoint.go), so a
+		// crash before the flush loses nothing the log does not replay.
+		// Without it a checkpoint writes its keys to disk once instead of
+		// twice, the folder no longer keeps WAL files of up to a memtable
+		// each for reuse (2 to 4 of them, 1 to 8 MB), and the WAL writer's
+		// 0.3 MB of buffers leave the heap (bench/persist's fill). A folder
+		// written with the WAL on (an older build, or writeRaw in the
+		// tests) still has it replayed, and flushed, when it is opened.
+		DisableWAL: true,
+		// Every checkpoint that writes ends with a flush, and so with a
+		// MANIFEST record: about 70 bytes for a checkpoint of a few keys,
+		// every 10 seconds under a light load. Pebble's default rotates the
+		// MANIFEST at 128 MB, which would take months and then be replayed
+		// at every start; at 1 MB the new one starts with a snapshot of a
+		// few files.
+		MaxManifestFileSize: 1 << 20,
+		Cache:               pebble.NewCache(cacheSize),
+		Logger:              pl,
+		EventListener:       eventListener(pl),
+		ReadOnly:            readOnly,
+		Lock:                lock,
 	}
 }
 

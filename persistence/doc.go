@@ -20,8 +20,12 @@
 // A checkpoint (checkpoint.go) asks the store for what changed since the
 // last one (store.Collect): the databases flushed, the saved keys removed,
 // and the current value of every key written. It closes the current log
-// segment, writes that into the saved copy, syncs it, and deletes the
-// segments it covers, which hold every change made before it began. Load
+// segment, writes that into the saved copy, flushes it to sstables, and
+// deletes the segments it covers, which hold every change made before it
+// began. Pebble runs without its WAL: our log already holds every change,
+// so a second log of the same keys would only double what a checkpoint
+// writes; the flush is what makes the saved copy durable, and it comes
+// before any segment goes. Load
 // restores the saved copy, dropping expired keys, and then replays the log
 // on top; a last frame cut short by a crash is dropped.
 //
@@ -118,9 +122,8 @@
 // load), or after 10 quiet seconds for fewer,
 // spending at most a tenth of the time on it. The folder then holds the live
 // keys, the log written since the last checkpoint (at most 64 MB, none after
-// a quiet 10 seconds), and a fixed floor: the WAL files Pebble keeps for
-// reuse (up to four files of about a memtable, 2 MB, each) and a few KB of
-// metadata. The memtable is kept small for that reason, and for memory.
+// a quiet 10 seconds), and a few KB of metadata (with Pebble's WAL off, no
+// WAL files are kept for reuse).
 //
 // # A folder that is not ours is never touched
 //
