@@ -48,3 +48,6 @@ func (d *DB) Stats() Stats {
 	d.closeMu.RUnlock()
 	return s
 }
+
+// Checkpoints returns how many checkpoints have been done.
+func (d *DB) Checkpoints() int64 { return d.checkpointCount.Load() }

@@ -16,7 +16,7 @@ import (
 // one and is not counted as forced, so that counter misses releases on a
 // loaded machine.
 func TestReleaseIdleMemory(t *testing.T) {
-	var releases atomic.Int64
+	var releases, checkpoints atomic.Int64
 	// run starts the loop and returns a stop that waits for it to end, so
 	// that no loop of this test (or of an earlier -count) outlives it.
 	run := func(processed func() int64) (stop func()) {
@@ -24,7 +24,7 @@ func TestReleaseIdleMemory(t *testing.T) {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			releaseIdleMemory(ctx, processed, func() { releases.Add(1) }, time.Millisecond)
+			releaseIdleMemory(ctx, processed, checkpoints.Load, func() { releases.Add(1) }, time.Millisecond)
 		}()
 		return func() { cancel(); <-done }
 	}
@@ -66,6 +66,14 @@ func TestReleaseIdleMemory(t *testing.T) {
 	ticks(&looks, 20)
 	if got := releases.Load(); got != released {
 		t.Fatalf("%d releases in 20 quiet ticks", got-released)
+	}
+	// A checkpoint that ended sets garbage free without allocating: the
+	// next idle tick releases, once.
+	checkpoints.Add(1)
+	waitFor("no release after a checkpoint", func() bool { return releases.Load() > released })
+	ticks(&looks, 20)
+	if got := releases.Load(); got != released+1 {
+		t.Fatalf("%d releases after one checkpoint, want 1", got-released)
 	}
 }
 

@@ -136,7 +136,11 @@ func Start(cfg Config) (*Node, error) {
 	n.cancel = cancel
 	go st.Sweep(ctx, clk.Now)
 	if cfg.ReleaseIdleMemory {
-		go releaseIdleMemory(ctx, cmds.CommandsProcessed, debug.FreeOSMemory, idleCheck)
+		checkpoints := func() int64 { return 0 }
+		if pdb != nil {
+			checkpoints = pdb.Checkpoints
+		}
+		go releaseIdleMemory(ctx, cmds.CommandsProcessed, checkpoints, debug.FreeOSMemory, idleCheck)
 	}
 	go func() {
 		defer close(n.done)
