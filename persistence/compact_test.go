@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/throttleddb/throttled/internal/testwait"
 	"github.com/throttleddb/throttled/store"
 )
 
@@ -51,7 +52,7 @@ func TestCompaction_FolderShrinks(t *testing.T) {
 			tx.Put(0, key, store.Value{Kind: val.Kind, Bytes: bytes.Clone(val.Bytes)}, nowMs+60_000)
 		}
 	})
-	waitFor(t, 60*time.Second, "apply the writes", func() bool { return d.Stats().Pending == 0 })
+	testwait.For(t, 60*time.Second, "apply the writes", func() bool { return d.Stats().Pending == 0 })
 	if err := d.checkpoint(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +70,7 @@ func TestCompaction_FolderShrinks(t *testing.T) {
 	})
 	// The checkpointer would get to it within checkpointAge; this test is
 	// about what comes after.
-	waitFor(t, 60*time.Second, "apply the deletions", func() bool { return d.Stats().Pending == 0 })
+	testwait.For(t, 60*time.Second, "apply the deletions", func() bool { return d.Stats().Pending == 0 })
 	if err := d.checkpoint(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +96,7 @@ func TestCompaction_FolderShrinks(t *testing.T) {
 	if raceEnabled {
 		within = 3 * time.Minute
 	}
-	waitFor(t, within, "shrink", func() bool {
+	testwait.For(t, within, "shrink", func() bool {
 		size, tables = dirSize(t, dir), dirSize(t, dir, ".sst")
 		return tables <= 64<<10 && size <= floor
 	})

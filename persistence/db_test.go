@@ -16,6 +16,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
+	"github.com/throttleddb/throttled/internal/testwait"
 	"github.com/throttleddb/throttled/store"
 )
 
@@ -254,7 +255,7 @@ func TestEverySec_SyncsWithinASecond(t *testing.T) {
 	if err := d.WaitDurable(d.LastSeq()); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 3*time.Second, "everysec sync", func() bool { return d.Stats().Unsynced == 0 })
+	testwait.For(t, 3*time.Second, "everysec sync", func() bool { return d.Stats().Unsynced == 0 })
 }
 
 // TestNo_DoesNotSync: under No the change is applied but never synced
@@ -263,7 +264,7 @@ func TestNo_DoesNotSync(t *testing.T) {
 	d := openT(t, t.TempDir(), No)
 	syncs := d.Stats().Syncs
 	d.Set(0, []byte("k"), store.IntValue(1), 0)
-	waitFor(t, 3*time.Second, "apply", func() bool { return d.Stats().Pending == 0 })
+	testwait.For(t, 3*time.Second, "apply", func() bool { return d.Stats().Pending == 0 })
 	if s := d.Stats(); s.Unsynced != 1 || s.Syncs != syncs {
 		t.Errorf("unsynced %d, syncs %d; want 1, %d", s.Unsynced, s.Syncs, syncs)
 	}

@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/throttleddb/throttled/store"
 )
@@ -186,18 +185,6 @@ func dirSize(t testing.TB, dir string, suffixes ...string) int64 {
 		t.Fatal(err)
 	}
 	return n
-}
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t testing.TB, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, within)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // logRecords counts the records of d's log.

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/throttleddb/throttled/internal/testwait"
 	"github.com/throttleddb/throttled/store"
 )
 
@@ -132,7 +133,7 @@ func TestCheckpoint_RandomOpsAndRestarts(t *testing.T) {
 		}
 		want = dump(s, nowMs)
 		if rng.IntN(2) == 0 {
-			waitFor(t, 5*time.Second, "the log written", func() bool { return d.Stats().Pending == 0 })
+			testwait.For(t, 5*time.Second, "the log written", func() bool { return d.Stats().Pending == 0 })
 			if err := d.checkpoint(context.Background()); err != nil {
 				t.Fatal(err)
 			}
@@ -161,7 +162,7 @@ func TestCheckpoint_RunsWhenRemovedKeysPileUp(t *testing.T) {
 			tx.Put(0, key(i), store.IntValue(1), 0)
 		}
 	})
-	waitFor(t, 5*time.Second, "the log written", func() bool { return d.Stats().Pending == 0 })
+	testwait.For(t, 5*time.Second, "the log written", func() bool { return d.Stats().Pending == 0 })
 	if err := d.checkpoint(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +171,7 @@ func TestCheckpoint_RunsWhenRemovedKeysPileUp(t *testing.T) {
 			tx.Delete(0, key(i))
 		}
 	})
-	waitFor(t, 5*time.Second, "a checkpoint", func() bool { return d.Stats().Checkpoints >= 2 })
+	testwait.For(t, 5*time.Second, "a checkpoint", func() bool { return d.Stats().Checkpoints >= 2 })
 	if n := s.Gone(); n != 0 {
 		t.Errorf("%d removed keys still listed after the checkpoint", n)
 	}
@@ -195,7 +196,7 @@ func TestCheckpoint_SavedCopyDurableBeforeLogGoes(t *testing.T) {
 		tx.Delete(0, []byte("key:0"))
 	})
 	want := dump(s, nowMs)
-	waitFor(t, 5*time.Second, "the log written", func() bool { return d.Stats().Pending == 0 })
+	testwait.For(t, 5*time.Second, "the log written", func() bool { return d.Stats().Pending == 0 })
 	if err := d.checkpoint(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +223,7 @@ func TestCheckpoint_Aborted(t *testing.T) {
 			tx.Put(0, fmt.Appendf(nil, "key:%d", i), store.IntValue(int64(i)), nowMs+60_000)
 		}
 	})
-	waitFor(t, 5*time.Second, "the log written", func() bool { return d.Stats().Pending == 0 })
+	testwait.For(t, 5*time.Second, "the log written", func() bool { return d.Stats().Pending == 0 })
 	cancelled, cancel := context.WithCancel(context.Background())
 	cancel()
 	if err := d.checkpoint(cancelled); !errors.Is(err, errAborted) {
