@@ -25,9 +25,9 @@ type Handler interface {
 // A Syncer is a Handler whose replies may only leave once the changes behind
 // them are durable (appendfsync always). BeforeReply is called before each
 // write of buffered replies, so one wait covers a whole pipelined batch, and
-// on an event loop the first wait of a round covers every connection's. When it fails the replies are dropped and
-// the connection is closed: a client must never see an acknowledgement of a
-// change that was not saved.
+// on an event loop the first wait of a round covers every connection's.
+// When it fails the replies are dropped and the connection is closed: a
+// client must never see an acknowledgement of a change that was not saved.
 type Syncer interface {
 	BeforeReply(c *Conn) error
 }
