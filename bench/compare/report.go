@@ -55,7 +55,8 @@ func writeReport(w io.Writer, info reportInfo, cs []benchCase, results map[mkey]
 	for _, pl := range cfg.pipelines {
 		fmt.Fprintf(w, "\n### Pipeline %d (`-P %d`)\n\n", pl, pl)
 		if spread {
-			fmt.Fprintf(w, "Requests per second, median (± half the min-max range, in %% of the median).\n\n")
+			fmt.Fprintf(w, "Requests per second, median (± half the min-max range, in %% of the median). "+
+				"A ratio is the median of the runs' ratios, each of two figures measured one after the other in the same run.\n\n")
 		}
 		fmt.Fprintf(w, "| command | throttled rps | redis-server rps | throttled / redis-server |\n")
 		fmt.Fprintf(w, "|---|---:|---:|---:|\n")
@@ -71,10 +72,10 @@ func writeReport(w io.Writer, info reportInfo, cs []benchCase, results map[mkey]
 			if len(num) == 0 || len(den) == 0 {
 				continue // a case left out with -cases
 			}
-			rows = append(rows, fmt.Sprintf("| %s | %s |\n", h.Label, ratioCell(num, den)))
+			rows = append(rows, fmt.Sprintf("| %s | %s | %s |\n", h.Label, ratioCell(num, den), runsCell(num, den)))
 		}
 		if len(rows) > 0 {
-			fmt.Fprintf(w, "\n| headline (P=%d) | ratio |\n|---|---:|\n%s", pl, strings.Join(rows, ""))
+			fmt.Fprintf(w, "\n| headline (P=%d) | ratio | each run |\n|---|---:|---|\n%s", pl, strings.Join(rows, ""))
 		}
 		writeCosts(w, pl, cs, costs)
 	}
@@ -117,11 +118,21 @@ func rpsCell(xs []float64, spread bool) string {
 	return out
 }
 
+// ratioCell is the median of the runs' ratios (harness.PairedRatio).
 func ratioCell(num, den []float64) string {
 	if len(num) == 0 || len(den) == 0 {
 		return "-"
 	}
-	return fmt.Sprintf("%.2f", harness.Median(num)/harness.Median(den))
+	return fmt.Sprintf("%.2f", harness.PairedRatio(num, den))
+}
+
+// runsCell lists the ratio of each run, in run order.
+func runsCell(num, den []float64) string {
+	var out []string
+	for _, r := range harness.Ratios(num, den) {
+		out = append(out, fmt.Sprintf("%.2f", r))
+	}
+	return strings.Join(out, " ")
 }
 
 // writeCosts prints what each request cost in CPU, server and client, as

@@ -123,7 +123,8 @@ func (r *runner) throughput(ctx context.Context, w io.Writer) error {
 	fmt.Fprintf(w, "redis-benchmark `-c %d -r %d -P <p> -q --csv`, sending `%s` to throttled and `%s` to redis-server. "+
 		"Each measured run lasts about %g s (`-n` sized by a first, unmeasured run of %d requests), so that throttled's checkpoints (every 10 s under load) are part of it. "+
 		"Requests per second, median of %d runs (± half the min-max range, in %% of the median); servers interleaved, order reversed every other run; before each measurement the servers must have been idle for a second (at most 20 ms of CPU). "+
-		"CPU is the server process's user and system time per request (median), which the machine's noise moves less than rps; the kernel's writeback of the files is not in it.\n\n",
+		"CPU is the server process's user and system time per request (median), which the machine's noise moves less than rps; the kernel's writeback of the files is not in it. "+
+		"A ratio is the median of the runs' ratios, the two servers measured in the same run, within a minute of each other.\n\n",
 		benchClients, benchKeySpace, strings.Join(servers[0].throttle("k:__rand_int__", benchParams...), " "),
 		"EVALSHA <sha of bench/gcra.lua> 1 k:__rand_int__ "+strings.Join(benchParams, " ")+" 1", r.cfg.seconds, r.cfg.requests, r.cfg.runs)
 	fmt.Fprintf(w, "| server | flags |")
@@ -161,11 +162,11 @@ func (r *runner) throughput(ctx context.Context, w io.Writer) error {
 	for _, q := range ratios {
 		fmt.Fprintf(w, "| %s |", q.label)
 		for _, pl := range r.cfg.pipelines {
-			v := harness.Median(results[[2]int{pl, q.num}]) / harness.Median(results[[2]int{pl, q.den}])
+			v := harness.PairedRatio(results[[2]int{pl, q.num}], results[[2]int{pl, q.den}])
 			fmt.Fprintf(w, " %s |", barCell(v, q.bar > 0 && (q.barAt == 0 || q.barAt == pl), v >= q.bar))
 		}
 		for _, pl := range r.cfg.pipelines {
-			fmt.Fprintf(w, " %.2f |", harness.Median(cpuPer[[2]int{pl, q.den}])/harness.Median(cpuPer[[2]int{pl, q.num}]))
+			fmt.Fprintf(w, " %.2f |", harness.PairedRatio(cpuPer[[2]int{pl, q.den}], cpuPer[[2]int{pl, q.num}]))
 		}
 		switch {
 		case q.bar == 0:

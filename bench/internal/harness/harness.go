@@ -132,6 +132,24 @@ func Median(xs []float64) float64 {
 	return (s[m-1] + s[m]) / 2
 }
 
+// PairedRatio is the median over runs of num[i]/den[i], the two measured in
+// the same run i, one right after the other. This VM's speed drifts over
+// minutes (other machines share its host): pairing cancels the drift that a
+// ratio of the two medians, each taken over the whole session, keeps. Runs
+// beyond the shorter slice are left out; 0 when there are none.
+func PairedRatio(num, den []float64) float64 {
+	return Median(Ratios(num, den))
+}
+
+// Ratios returns num[i]/den[i] for each run i both have.
+func Ratios(num, den []float64) []float64 {
+	rs := make([]float64, 0, min(len(num), len(den)))
+	for i := range min(len(num), len(den)) {
+		rs = append(rs, num[i]/den[i])
+	}
+	return rs
+}
+
 // Thousands formats n as 1,234,567.
 func Thousands(n int64) string {
 	s := strconv.FormatInt(n, 10)

@@ -16,6 +16,18 @@ func TestMedian(t *testing.T) {
 	}
 }
 
+func TestPairedRatio(t *testing.T) {
+	// Per-run ratios 1, 1.2 and 3 (den has a fourth run, left out); the
+	// ratio of the medians would be 10/5.
+	num, den := []float64{10, 6, 12}, []float64{10, 5, 4, 9}
+	if got := PairedRatio(num, den); got != 1.2 {
+		t.Errorf("PairedRatio = %v, want 1.2", got)
+	}
+	if got := PairedRatio(nil, den); got != 0 {
+		t.Errorf("PairedRatio(nil) = %v, want 0", got)
+	}
+}
+
 func TestThousands(t *testing.T) {
 	for n, want := range map[int64]string{0: "0", 999: "999", 1000: "1,000", 1234567: "1,234,567", -45678: "-45,678"} {
 		if got := Thousands(n); got != want {
