@@ -10,8 +10,8 @@ import (
 	"runtime"
 	"sync"
 	"syscall"
-	"unsafe"
 	"time"
+	"unsafe"
 )
 
 // On Linux connections are served by event loops, as redis-server serves
@@ -100,7 +100,7 @@ type loops struct {
 
 func newPoller(s *Server) (poller, error) {
 	ls := &loops{stop: make(chan struct{})}
-	n := s.nLoops
+	n := s.cfg.Loops
 	if n == 0 {
 		n = runtime.GOMAXPROCS(0)
 	}

@@ -40,6 +40,9 @@ type Config struct {
 	// time (CONFIG SET requirepass) applies to the connections that follow.
 	RequireAuth func() bool
 	Logger      *slog.Logger
+	// Loops is the number of event loops serving the connections where
+	// there are event loops (Linux); 0 means GOMAXPROCS.
+	Loops int
 }
 
 // Server accepts connections and serves them with a Handler. It is safe for
@@ -58,11 +61,9 @@ type Server struct {
 	closed bool
 	// pl runs the event loops; nil when each connection has a goroutine.
 	pl poller
-	// perConn and nLoops are for tests: perConn serves each connection on
-	// a goroutine of its own where event loops exist, nLoops sets their
-	// number (0: GOMAXPROCS).
+	// perConn is for tests: it serves each connection on a goroutine of
+	// its own where event loops exist.
 	perConn bool
-	nLoops  int
 	wg      sync.WaitGroup // a count per open connection and per loop goroutine
 }
 

@@ -82,7 +82,7 @@ var modes = []struct {
 	name string
 	set  func(s *Server)
 }{
-	{"loop", func(s *Server) { s.nLoops = 1 }},
+	{"loop", func(s *Server) { s.cfg.Loops = 1 }},
 	{"goroutines", func(s *Server) { s.perConn = true }},
 }
 

@@ -4,6 +4,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -47,6 +48,9 @@ type Config struct {
 	// system once the node goes idle after a burst (see idlemem.go). It acts
 	// on the whole process, so main sets it and tests leave it off.
 	ReleaseIdleMemory bool
+	// Threads is the number of event loops running commands (0: GOMAXPROCS,
+	// one per CPU by default); see cmd/throttled's --threads.
+	Threads int
 	// ConfigFile is the file the settings came from, for INFO and CONFIG GET.
 	ConfigFile string
 	Logger     *slog.Logger
@@ -114,9 +118,9 @@ func Start(cfg Config) (*Node, error) {
 			"dir":                cfg.Dir,
 			"bind":               cfg.Bind,
 			"port":               strconv.Itoa(port),
-			"proto-max-bulk-len": strconv.FormatInt(cmp0(cfg.MaxBulkLen, 512<<20), 10),
+			"proto-max-bulk-len": strconv.FormatInt(cmp.Or(cfg.MaxBulkLen, 512<<20), 10),
 			"debug-clock":        yesNo(cfg.DebugClock),
-			"threads":            strconv.Itoa(runtime.GOMAXPROCS(0)),
+			"threads":            strconv.Itoa(cmp.Or(cfg.Threads, runtime.GOMAXPROCS(0))),
 			"config-file":        cfg.ConfigFile,
 		},
 	})
@@ -130,6 +134,7 @@ func Start(cfg Config) (*Node, error) {
 		Limits:      resp.Limits{MaxBulkLen: cfg.MaxBulkLen},
 		RequireAuth: cmds.RequireAuth,
 		Logger:      cfg.Logger,
+		Loops:       cfg.Threads,
 	}, cmds)
 	cmds.SetNetwork(n.net)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -210,13 +215,6 @@ func closePersistence(pdb *persistence.DB) {
 
 func cmpStr(v, def string) string {
 	if v == "" {
-		return def
-	}
-	return v
-}
-
-func cmp0(v, def int64) int64 {
-	if v == 0 {
 		return def
 	}
 	return v

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -21,7 +22,7 @@ func TestConfigFile(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	write("# comment\nport 7777\nrequirepass \"s3 cret\"\n\ndatabases 4\nmaxmemory 64mb\n")
+	write("# comment\nport 7777\nrequirepass \"s3 cret\"\n\ndatabases 4\nmaxmemory 64mb\nthreads 3\n")
 	fs, cfg := newFlags(&bytes.Buffer{})
 	if err := fs.Parse([]string{"--config", path, "--port", "8888"}); err != nil {
 		t.Fatal(err)
@@ -29,9 +30,9 @@ func TestConfigFile(t *testing.T) {
 	if err := applyConfigFile(fs, path, map[string]bool{"port": true, "config": true}); err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Port != 8888 || cfg.RequirePass != "s3 cret" || cfg.Databases != 4 || cfg.MaxMemory != 64<<20 {
-		t.Fatalf("got port %d, pass %q, dbs %d, maxmemory %d; want the flag's 8888, the file's \"s3 cret\", 4 and 64 MiB",
-			cfg.Port, cfg.RequirePass, cfg.Databases, cfg.MaxMemory)
+	if cfg.Port != 8888 || cfg.RequirePass != "s3 cret" || cfg.Databases != 4 || cfg.MaxMemory != 64<<20 || cfg.Threads != 3 {
+		t.Fatalf("got port %d, pass %q, dbs %d, maxmemory %d, threads %d; want the flag's 8888, the file's \"s3 cret\", 4, 64 MiB and 3",
+			cfg.Port, cfg.RequirePass, cfg.Databases, cfg.MaxMemory, cfg.Threads)
 	}
 	for _, bad := range []string{"nosuch 1\n", "port abc\n", "config other.conf\n", "maxmemory 1tb\n"} {
 		write(bad)
@@ -43,7 +44,7 @@ func TestConfigFile(t *testing.T) {
 }
 
 // TestRun_ServesAndStopsOnSignal builds the binary, runs it as a user would
-// and stops it with SIGTERM.
+// (with two event loops) and stops it with SIGINT.
 func TestRun_ServesAndStopsOnSignal(t *testing.T) {
 	bin := filepath.Join(t.TempDir(), "throttled")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
@@ -57,7 +58,7 @@ func TestRun_ServesAndStopsOnSignal(t *testing.T) {
 	ln.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "--port", strconv.Itoa(port), "--dir", t.TempDir())
+	cmd := exec.CommandContext(ctx, bin, "--port", strconv.Itoa(port), "--dir", t.TempDir(), "--threads", "2")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
@@ -65,6 +66,7 @@ func TestRun_ServesAndStopsOnSignal(t *testing.T) {
 	}
 	defer cmd.Process.Kill()
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	const want = "+PONG\r\n*2\r\n$7\r\nthreads\r\n$1\r\n2\r\n"
 	var reply string
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		c, err := net.Dial("tcp", addr)
@@ -72,15 +74,15 @@ func TestRun_ServesAndStopsOnSignal(t *testing.T) {
 			continue
 		}
 		c.SetDeadline(time.Now().Add(5 * time.Second))
-		c.Write([]byte("PING\r\n"))
-		buf := make([]byte, 16)
-		n, _ := c.Read(buf)
+		c.Write([]byte("PING\r\nCONFIG GET threads\r\n"))
+		buf := make([]byte, len(want))
+		n, _ := io.ReadFull(c, buf)
 		c.Close()
 		reply = string(buf[:n])
 		break
 	}
-	if reply != "+PONG\r\n" {
-		t.Fatalf("PING answered %q; server log:\n%s", reply, stderr.String())
+	if reply != want {
+		t.Fatalf("PING and CONFIG GET threads answered %q; server log:\n%s", reply, stderr.String())
 	}
 	if err := cmd.Process.Signal(os.Interrupt); err != nil {
 		t.Fatal(err)
