@@ -15,9 +15,10 @@ import (
 )
 
 // On Linux connections are served by event loops, as redis-server serves
-// them: one goroutine per loop (one loop per GOMAXPROCS) asks epoll which
-// sockets have bytes, reads each of them once, runs the requests that are
-// complete and, once the round is over, writes every connection's replies
+// them: one goroutine per loop (Config.Loops of them, GOMAXPROCS by
+// default) asks epoll which sockets have bytes, reads each of them once,
+// runs the requests that are complete and, once the round is over, writes
+// every connection's replies
 // (after one BeforeReply wait that covers them all).
 //
 // A goroutine per connection costs more per request: after sending its reply
