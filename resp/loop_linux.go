@@ -18,8 +18,8 @@ import (
 // them: one goroutine per loop (Config.Loops of them, GOMAXPROCS by
 // default) asks epoll which sockets have bytes, reads each of them once,
 // runs the requests that are complete and, once the round is over, writes
-// every connection's replies
-// (after one BeforeReply wait that covers them all).
+// every connection's replies (after one BeforeReply wait that covers them
+// all).
 //
 // A goroutine per connection costs more per request: after sending its reply
 // the goroutine reads again, finds nothing (EAGAIN) and parks, and the
