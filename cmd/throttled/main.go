@@ -61,7 +61,7 @@ func newFlags(stderr io.Writer) (*flag.FlagSet, *settings) {
 	fs.StringVar(&s.persistence, "persistence", "on", "on: keep state in --dir; off: in memory only")
 	fs.StringVar(&cfg.AppendFsync, "appendfsync", "everysec", "when changes are synced to disk: always (before each reply), everysec or no")
 	fs.StringVar(&s.logLevel, "loglevel", "info", "log level: debug, info, warn or error")
-	fs.IntVar(&cfg.Threads, "threads", 0, "event loops serving connections and running commands (0: one per CPU); Go then runs one more OS thread at once, for background work")
+	fs.IntVar(&cfg.Threads, "threads", 0, "event loops serving connections and running commands (0: one per CPU); with a data folder Go runs one more OS thread at once, for background work")
 	return fs, &s
 }
 
@@ -73,6 +73,22 @@ func newFlags(stderr io.Writer) (*flag.FlagSet, *settings) {
 // (connections, the runtime, persistence's buffers). A GOMEMLIMIT in the
 // environment wins.
 func goMemoryLimit(m int64) int64 { return m + m/4 + 32<<20 }
+
+// goProcs is GOMAXPROCS for --threads n. With a data folder it is one P
+// more than the loops: checkpoints, Pebble's flushes and compactions and the
+// committer then run on a thread of their own, which the kernel interleaves
+// with the loops', instead of taking a loop's P for Go's 10 ms time slices,
+// during which nobody polls the network (bench/persist, everysec at -P 1:
+// 0.80 of the in-memory rate on one P, 0.90-0.95 with the extra one). In
+// memory there is no such work, and the idle P cost the loop at -P 1: the
+// scheduler spins up a thread for it whenever a goroutine wakes (A/B, 2x5
+// pairs: 5% more server CPU per request, 3-4% fewer requests per second).
+func goProcs(threads int, persistent bool) int {
+	if persistent {
+		return threads + 1
+	}
+	return threads
+}
 
 // memFlag is a size flag in Redis' units ("64mb", "1gb").
 type memFlag int64
@@ -121,15 +137,7 @@ func run(args []string, stderr io.Writer) error {
 		return fmt.Errorf("--threads: must be 0 or more, got %d", s.Threads)
 	}
 	if s.Threads > 0 {
-		// One P more than the loops: checkpoints, Pebble's flushes and
-		// compactions, the committer and the expiry sweeper then run on a
-		// thread of their own, which the kernel interleaves with the
-		// loops', instead of taking a loop's P for Go's 10 ms time slices.
-		// The network is not polled meanwhile, so on a single P a CPU-bound
-		// checkpoint left the loop's requests waiting (bench/persist,
-		// everysec at -P 1: 0.80 of the in-memory rate, 0.90-0.95 with the
-		// extra P).
-		runtime.GOMAXPROCS(s.Threads + 1)
+		runtime.GOMAXPROCS(goProcs(s.Threads, s.Dir != ""))
 	}
 	if s.MaxMemory > 0 && os.Getenv("GOMEMLIMIT") == "" {
 		debug.SetMemoryLimit(goMemoryLimit(s.MaxMemory))
