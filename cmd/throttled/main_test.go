@@ -43,19 +43,6 @@ func TestConfigFile(t *testing.T) {
 	}
 }
 
-// TestGoProcs: the extra P for background work comes with a data folder only.
-func TestGoProcs(t *testing.T) {
-	for _, c := range []struct {
-		threads    int
-		persistent bool
-		want       int
-	}{{1, true, 2}, {3, true, 4}, {1, false, 1}, {3, false, 3}} {
-		if got := goProcs(c.threads, c.persistent); got != c.want {
-			t.Errorf("goProcs(%d, %v) = %d, want %d", c.threads, c.persistent, got, c.want)
-		}
-	}
-}
-
 // TestRun_ServesAndStopsOnSignal builds the binary, runs it as a user would
 // (with two event loops) and stops it with SIGINT.
 func TestRun_ServesAndStopsOnSignal(t *testing.T) {
