@@ -187,7 +187,7 @@ func (n *Node) Close() error {
 // expired at now) before the node takes clients, then has st journal every
 // change to it.
 func load(cfg Config, st *store.Store, now int64) (*persistence.DB, error) {
-	policy, err := persistence.ParseFsync(cmpStr(cfg.AppendFsync, "everysec"))
+	policy, err := persistence.ParseFsync(cmp.Or(cfg.AppendFsync, "everysec"))
 	if err != nil {
 		return nil, err
 	}
@@ -211,13 +211,6 @@ func closePersistence(pdb *persistence.DB) {
 	if pdb != nil {
 		pdb.Close()
 	}
-}
-
-func cmpStr(v, def string) string {
-	if v == "" {
-		return def
-	}
-	return v
 }
 
 func yesNo(b bool) string {
