@@ -29,6 +29,13 @@
 // its own Kind and is held as its encoded bytes, which the engine may update
 // in place while the key's shard is locked.
 //
+// # Digests
+//
+// Tx.Digest and Tx.DigestValue (digest.go) are SHA-1 digests of the live
+// data, for DEBUG DIGEST and for replicas to compare themselves: they depend
+// on what clients can see (keys, values, expiry), not on the shard layout,
+// the hash seed or how a string is held.
+//
 // # Persistence and bounds
 //
 // A Journal (SetJournal) hears every change, in order per key, while the
