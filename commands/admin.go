@@ -1,6 +1,8 @@
 package commands
 
 import (
+	"crypto/sha1"
+	"encoding/hex"
 	"strconv"
 )
 
@@ -43,12 +45,62 @@ func timeCmd(c *Ctx) {
 
 func clusterOff(c *Ctx) { c.W.Error(errClusterOff) }
 
-// DEBUG CLOCK [SET unix-ns | ADVANCE ns]
+var debugHelp = []string{
+	"DEBUG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+	"CLOCK [SET <unix-ns> | ADVANCE <ns>]",
+	"    Return the server clock in Unix nanoseconds, or set or advance it",
+	"    (SET and ADVANCE only with --debug-clock).",
+	"DIGEST",
+	"    Output a hex signature representing the current DB content.",
+	"DIGEST-VALUE <key> [<key> ...]",
+	"    Output a hex signature of the values of all the specified keys.",
+	"HELP",
+	"    Prints this help.",
+}
+
+// DEBUG CLOCK [SET unix-ns | ADVANCE ns] | DIGEST | DIGEST-VALUE key... | HELP
 func debug(c *Ctx) {
-	if !is(c.Args[1], "CLOCK") {
-		c.W.Error(unknownSubcommand(c.Args[1], "DEBUG"))
-		return
+	sub := c.Args[1]
+	switch {
+	case is(sub, "CLOCK"):
+		debugClock(c)
+	case is(sub, "DIGEST"):
+		if len(c.Args) != 2 {
+			c.W.Error(wrongArity("debug|digest"))
+			return
+		}
+		writeDigest(c, c.Tx.Digest())
+	case is(sub, "DIGEST-VALUE"):
+		// No key is no error in Redis either: the reply is an empty array.
+		c.W.Array(len(c.Args) - 2)
+		for _, k := range c.Args[2:] {
+			writeDigest(c, c.Tx.DigestValue(c.DB(), k))
+		}
+	case is(sub, "HELP"):
+		c.help("debug", debugHelp)
+	default:
+		c.W.Error(unknownSubcommand(sub, "DEBUG"))
 	}
+}
+
+// debugKeys finds the keys of DEBUG DIGEST-VALUE key..., so only their
+// shards are locked; DEBUG's other subcommands have no keys.
+func debugKeys(args [][]byte, fn func(key []byte)) {
+	if is(args[1], "DIGEST-VALUE") {
+		for _, k := range args[2:] {
+			fn(k)
+		}
+	}
+}
+
+// debugAllKeys: DEBUG DIGEST reads every shard at one instant.
+func debugAllKeys(args [][]byte) bool { return is(args[1], "DIGEST") }
+
+// writeDigest replies a digest as Redis does: 40 hex digits in a status.
+func writeDigest(c *Ctx, d [sha1.Size]byte) { c.W.Status(hex.EncodeToString(d[:])) }
+
+// DEBUG CLOCK [SET unix-ns | ADVANCE ns]
+func debugClock(c *Ctx) {
 	if len(c.Args) == 2 {
 		c.W.Int(c.srv.clock.Now())
 		return

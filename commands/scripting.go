@@ -86,7 +86,7 @@ func (sc *scriptCall) Call(x *scripting.Exec, args [][]byte) []byte {
 func (sc *scriptCall) lock(spec *Spec, args [][]byte) bool {
 	s := sc.outer.srv
 	locks := &sc.outer.st.locks
-	if spec.Flags&AllKeys != 0 {
+	if spec.allKeys(args) {
 		return s.store.ExtendAll(locks)
 	}
 	ok := true

@@ -233,7 +233,7 @@ func (s *Server) ServeRESP(c *resp.Conn, args [][]byte) {
 
 // addLocks adds the shards spec needs for args to l.
 func (s *Server) addLocks(l *store.LockSet, spec *Spec, args [][]byte) {
-	if spec.Flags&AllKeys != 0 {
+	if spec.allKeys(args) {
 		l.AddAll()
 		return
 	}

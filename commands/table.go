@@ -40,6 +40,11 @@ type Spec struct {
 	// KeysFn finds the keys of a command whose key positions depend on its
 	// other arguments (Redis' "movablekeys"); it replaces FirstKey..Step.
 	KeysFn func(args [][]byte, fn func(key []byte))
+	// AllKeysFn says which calls work on the whole keyspace and lock every
+	// shard, for a command where only some do (DEBUG DIGEST, not DEBUG
+	// DIGEST-VALUE or CLOCK); the AllKeys flag says it of every call. It
+	// runs after the arity check.
+	AllKeysFn func(args [][]byte) bool
 	// Group and Summary are shown by COMMAND DOCS.
 	Group, Summary string
 	// Subcommands lists a container command's subcommands (lower case), so
@@ -60,6 +65,11 @@ func (s *Spec) fullName(args [][]byte) string {
 		}
 	}
 	return s.Name
+}
+
+// allKeys reports whether a call with args locks every shard.
+func (s *Spec) allKeys(args [][]byte) bool {
+	return s.Flags&AllKeys != 0 || s.AllKeysFn != nil && s.AllKeysFn(args)
 }
 
 // keys calls fn for each key argument of args.
@@ -104,7 +114,8 @@ var specs = []*Spec{
 	{Name: "flushall", Arity: -1, Flags: Write | AllKeys, Group: "server", Summary: "Removes all keys from all databases.", Run: flushall},
 	{Name: "time", Arity: 1, Flags: Fast, Group: "server", Summary: "Returns the server time.", Run: timeCmd},
 	{Name: "shutdown", Arity: -1, Flags: NoScript | Admin | NoQueue, Group: "server", Summary: "Stops accepting connections, closes the open ones and exits.", Run: shutdown},
-	{Name: "debug", Arity: -2, Flags: NoScript | Admin, Group: "server", Summary: "A container for debugging commands (DEBUG CLOCK).", Run: debug},
+	{Name: "debug", Arity: -2, Flags: NoScript | Admin, KeysFn: debugKeys, AllKeysFn: debugAllKeys, Group: "server",
+		Summary: "A container for debugging commands (DEBUG CLOCK, DIGEST, DIGEST-VALUE).", Run: debug},
 
 	// generic keyspace
 	{Name: "del", Arity: -2, Flags: Write, FirstKey: 1, LastKey: -1, Step: 1, Group: "generic", Summary: "Deletes one or more keys.", Run: del},
