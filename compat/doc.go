@@ -6,7 +6,8 @@
 // redis-server (when one is installed), and both must give the same output:
 // that is how we know our replies are Redis' own. Scripts marked
 // "# target: throttled" cover what Redis 7.0 lacks (CL.THROTTLE, DEBUG CLOCK,
-// CLIENT SETINFO) and the differences we keep on purpose, each with a comment
+// CLIENT SETINFO), values that are our own (DEBUG DIGEST) and the
+// differences we keep on purpose, each with a comment
 // saying why. "# target: redis" records Redis behaviour that throttled cannot
 // show yet (a key of another type), ready to be switched to "both".
 //

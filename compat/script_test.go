@@ -561,6 +561,8 @@ func splitArgs(line string) ([]string, error) {
 
 // startRedis runs a real redis-server for the test on a free port and
 // returns its address. It skips the test when redis-server is missing.
+// DEBUG is enabled (Redis 7 refuses it by default), so scripts can check
+// DEBUG DIGEST's replies against it.
 func startRedis(t *testing.T, pass string) string {
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
@@ -570,7 +572,7 @@ func startRedis(t *testing.T, pass string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	args := []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"}
+	args := []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--enable-debug-command", "local"}
 	if pass != "" {
 		args = append(args, "--requirepass", pass)
 	}
