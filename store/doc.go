@@ -18,7 +18,8 @@
 // admitted; lazy expiry, TTL arithmetic and the active sweeper use the instant
 // they are given. Expiry is kept in Unix milliseconds, as Redis keeps it, so
 // TTL/PTTL replies and the moment a key disappears match Redis exactly: a key
-// whose expiry is T ms is still there at T and gone at T+1.
+// whose expiry is T ms is still there at T and gone at T+1 (Expired; 0 means
+// no expiry).
 //
 // # Values
 //
