@@ -325,6 +325,26 @@ func (t Tx) shard(key []byte) *shard { return &t.s.shards[t.s.hash(key)&t.s.mask
 // eviction, Put and persistence's Load all decide with it.
 func Expired(expireMs, nowMs int64) bool { return expireMs != 0 && nowMs > expireMs }
 
+// ExpiryIn returns the expiry of a key given a relative TTL of ttlMs >= 0 at
+// t's instant, counted as Redis counts PEXPIRE: from the current whole
+// millisecond. A TTL of 0 keeps the key through the rest of it.
+func (t Tx) ExpiryIn(ttlMs int64) int64 { return keepable(t.nowMs + ttlMs) }
+
+// ExpiryAt returns the expiry of a key that must still be there at the
+// instant at (Unix ns, not before the writer's own): the millisecond that
+// holds at, even when that is the current one.
+func ExpiryAt(at int64) int64 { return keepable(floorDiv(at, 1e6)) }
+
+// keepable returns expireMs, except that Unix ms 0, which the store reads as
+// "no expiry", becomes 1: a key written on a clock set near the epoch then
+// lives a millisecond longer rather than forever.
+func keepable(expireMs int64) int64 {
+	if expireMs == 0 {
+		return 1
+	}
+	return expireMs
+}
+
 func (t Tx) expired(e *entry) bool { return Expired(e.expireMs, t.nowMs) }
 
 // lookup returns the live entry for key, removing it first if it has expired.
