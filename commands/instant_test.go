@@ -84,6 +84,39 @@ func TestThrottle_SubMillisecondRates(t *testing.T) {
 	}
 }
 
+// TestThrottle_SubMillisecondTimeline: calls every 10 us for 100 ms, as on
+// a real clock, against 10,000 per second with a burst of 6. TB and LB keep
+// exact state across millisecond boundaries and admit what the rate allows:
+// 6 at once plus one per 0.1 ms, 1,005 (README's advice for such rates).
+// CL.THROTTLE follows redis-cell: its key expires with the millisecond its
+// TTL rounds down to, so the bucket starts over every millisecond and each
+// millisecond admits 15 (6 at once, then one per 0.1 ms).
+func TestThrottle_SubMillisecondTimeline(t *testing.T) {
+	for _, tc := range []struct {
+		cmd  string
+		want int
+	}{
+		{"CL.THROTTLE k 5 10000 1", 1500},
+		{"TB.THROTTLE k 6 10000 1000 MS", 1005},
+		{"TB.THROTTLE k 6 10000 1", 1005},
+		{"LB.THROTTLE k 5 10000 1000 MS", 1005},
+	} {
+		s, m := newTestServer(t)
+		c := &resp.Conn{}
+		args := strings.Fields(tc.cmd)
+		admitted := 0
+		for i := range int64(10_000) {
+			m.Set(t0 + 3_000 + i*10_000)
+			if replyInts(t, do(s, c, args...))[0] == 0 {
+				admitted++
+			}
+		}
+		if admitted != tc.want {
+			t.Errorf("%s: %d admitted in 100 ms, want %d", tc.cmd, admitted, tc.want)
+		}
+	}
+}
+
 // TestThrottle_OneInstantProperty: whatever the algorithm, its parameters
 // (rates above and below one per millisecond) and where the instant falls
 // in its millisecond, calls of random quantities sharing one instant on a
