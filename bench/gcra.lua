@@ -10,7 +10,8 @@
 --   tat = stored TAT, or now when the key is missing
 --   new_tat = max(tat, now) + inc        diff = now - (new_tat - tau)
 --   limited = diff < 0; allowed calls store new_tat (decimal ns) with
---   PX floor_ms(new_tat - now); limited calls write nothing.
+--   PX floor_ms(new_tat - now), or PXAT this millisecond when that is 0;
+--   limited calls write nothing.
 --
 -- Lua 5.1 numbers are doubles, exact only below 2^53, and a Unix time in ns
 -- (~1.8e18) is not. So absolute times are never formed as one number: "now"
@@ -108,15 +109,23 @@ else
   retry = -1
   ttl = new_rel
   local px = math.floor(new_rel / 1000000)
-  if px > 0 then
+  if new_rel > 0 then
     -- new_tat = now + new_rel, written as decimal ns without leaving integers.
     local total = now_ns + new_rel
     local carry = math.floor(total / NS)
-    redis.call('SET', key,
-      string.format('%d%09d', now_s + carry, total - carry * NS), 'PX', px)
+    local tat = string.format('%d%09d', now_s + carry, total - carry * NS)
+    if px > 0 then
+      redis.call('SET', key, tat, 'PX', px)
+    else
+      -- Under 1 ms left: redis-cell's 0 ms expiry keeps the key to the end
+      -- of this millisecond (Redis drops a key after its expiry
+      -- millisecond), so further calls within it are limited. SET PX 0 is
+      -- an error; PXAT this millisecond is the same expiry.
+      redis.call('SET', key, tat, 'PXAT',
+        string.format('%d', now_s * 1000 + math.floor(now_ns / 1000000)))
+    end
   else
-    -- redis-cell sets a 0 ms expiry here (the key is gone at once); SET PX 0
-    -- is an error in Redis, so drop any leftover key instead.
+    -- A peek at a full bucket: the same as no key, so none is left.
     redis.call('DEL', key)
   end
 end

@@ -234,19 +234,11 @@ func (l *limit) commit(c *Ctx) string {
 	if err != nil {
 		return engineError(err)
 	}
-	c.Tx.Put(db, l.key, store.Value{Kind: l.fam.kind, Bytes: next}, expiryMs(fullAt))
+	// The key lives through the millisecond that holds fullAt, even when
+	// that is this one, and is gone after, by which time the state is full
+	// and dropping it changes nothing.
+	c.Tx.Put(db, l.key, store.Value{Kind: l.fam.kind, Bytes: next}, store.ExpiryAt(fullAt))
 	return ""
-}
-
-// expiryMs is the key expiry for a state that is full from fullAt (Unix ns):
-// the key lives through the millisecond that holds fullAt and is gone after,
-// by which time the state is full and dropping it changes nothing.
-func expiryMs(fullAt int64) int64 {
-	ms := fullAt / 1e6
-	if fullAt%1e6 < 0 {
-		ms--
-	}
-	return ms
 }
 
 // reply writes the limit's answer in its command's shape.

@@ -77,13 +77,17 @@ func clThrottle(c *Ctx) {
 }
 
 // putTAT stores a GCRA decision's TAT as redis-cell does: PEXPIRE
-// floor_ms(new_tat - now). An expiry of 0 ms removes the key at once, so a key
-// left with less than a millisecond to run (a peek on a missing key) is simply
-// not stored.
+// floor_ms(newTAT - now), which Redis counts from the current millisecond.
+// Less than a millisecond left is a TTL of 0, and the key stays to the end of
+// this millisecond, so further calls within it are limited (vector V18; the
+// rule is the store's). A TAT not ahead of now (a peek at a full bucket) is
+// the same as no key: nothing is stored, and a key that held one goes.
 func putTAT(c *Ctx, db int, key []byte, newTAT int64, exists bool) {
-	if ttl := gcra.TTL(newTAT, c.Tx.Now()); ttl > 0 {
-		c.Tx.Put(db, key, store.IntValue(newTAT), c.Tx.NowMs()+ttl)
-	} else if exists {
+	now := c.Tx.Now()
+	switch {
+	case newTAT > now:
+		c.Tx.Put(db, key, store.IntValue(newTAT), c.Tx.ExpiryIn(gcra.TTL(newTAT, now)))
+	case exists:
 		c.Tx.Delete(db, key)
 	}
 }

@@ -180,8 +180,8 @@ func Seconds(d int64) int64 {
 }
 
 // TTL returns the key lifetime redis-cell sets after an allowed call: floor_ms(newTAT -
-// now) in milliseconds (may be 0: a peek on a missing key leaves no key behind). It
-// returns 0 when newTAT <= now.
+// now) in milliseconds. It is 0 when less than a millisecond is left, and Redis then
+// keeps the key to the end of the current millisecond; it returns 0 when newTAT <= now.
 func TTL(newTAT, now int64) int64 {
 	if newTAT <= now {
 		return 0

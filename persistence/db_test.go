@@ -78,6 +78,48 @@ func TestLoad_DropsExpired(t *testing.T) {
 	compareRecs(t, got, want)
 }
 
+// TestLoad_KeepsKeyThroughItsMillisecond: a key whose expiry is the
+// millisecond a restart happens in comes back, from the log and from the
+// saved copy alike, up to the last nanosecond of that millisecond, and not at
+// the next one, as the store expires it (store.Expired). This is a
+// CL.THROTTLE key with less than a millisecond left: dropping it would reset
+// its bucket. Before 1970 too, where the millisecond of now is a floor.
+func TestLoad_KeepsKeyThroughItsMillisecond(t *testing.T) {
+	for _, exp := range []int64{nowMs, -1} {
+		t.Run(fmt.Sprint(exp), func(t *testing.T) {
+			d := openT(t, t.TempDir(), EverySec)
+			d.Set(0, []byte("k"), store.IntValue(7), exp)
+			want := map[string]rec{"0/k": {store.IntValue(7), exp}}
+			last := exp*1e6 + 999_999
+			closeT(t, d)
+			for _, from := range []string{"the log", "the saved copy"} {
+				d = openT(t, d.dir, EverySec)
+				if n := logRecords(t, d); (n == 0) != (from == "the saved copy") {
+					t.Fatalf("loading from %s, but the log holds %d records", from, n)
+				}
+				s := newStoreT(t)
+				if _, err := d.Load(s, last); err != nil {
+					t.Fatal(err)
+				}
+				got := map[string]rec{}
+				tx := s.Tx(last)
+				if v, ok := tx.Get(0, []byte("k")); ok {
+					e, _ := tx.ExpireMs(0, []byte("k"))
+					got["0/k"] = rec{v, e}
+				}
+				t.Logf("loaded from %s", from)
+				compareRecs(t, got, want)
+				closeT(t, d) // checkpoints: the next round reads the saved copy
+			}
+			d = openT(t, d.dir, EverySec)
+			s := newStoreT(t)
+			if n, err := d.Load(s, last+1); err != nil || n != 0 {
+				t.Fatalf("Load 1 ns after the expiry millisecond: %d keys, %v; want 0, nil", n, err)
+			}
+		})
+	}
+}
+
 // TestLoad_OwnsBytes: the values Load puts in the store are the store's,
 // not Pebble's buffers that the next key would overwrite, whether they come
 // from the log or from the saved copy.

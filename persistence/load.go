@@ -30,7 +30,9 @@ func (d *DB) Load(s *store.Store, now int64) (int, error) {
 	}
 	expired := d.pdb.NewBatch()
 	defer func() { _ = expired.Close() }()
-	err := d.loadSaved(s, now/1e6, expired)
+	// The store's own millisecond of now (a floor, also before 1970), so
+	// that a key is dropped here exactly when the store would expire it.
+	err := d.loadSaved(s, s.Tx(now).NowMs(), expired)
 	if err == nil {
 		err = d.replayLog(s, now)
 	}
@@ -71,7 +73,7 @@ func (d *DB) loadSaved(s *store.Store, nowMs int64, expired *pebble.Batch) error
 		if err != nil {
 			return fmt.Errorf("key %q of db %d: %w", key, db, err)
 		}
-		if expireMs != 0 && nowMs > expireMs {
+		if store.Expired(expireMs, nowMs) {
 			return expired.Delete(k, nil)
 		}
 		if v.Kind != store.KindInt {

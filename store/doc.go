@@ -18,7 +18,24 @@
 // admitted; lazy expiry, TTL arithmetic and the active sweeper use the instant
 // they are given. Expiry is kept in Unix milliseconds, as Redis keeps it, so
 // TTL/PTTL replies and the moment a key disappears match Redis exactly: a key
-// whose expiry is T ms is still there at T and gone at T+1.
+// whose expiry is T ms is still there at T and gone at T+1 (Expired; 0 means
+// no expiry).
+//
+// That rule holds for a key written with the current millisecond as its
+// expiry too: Put keeps it to the end of the millisecond. Rate-limit state
+// depends on it. A bucket that drains in under a millisecond (CL.THROTTLE at
+// 10,000 per second with burst 5) has a TTL that rounds down to 0 ms, and if
+// such a key were dropped, or not stored, every call in the same millisecond
+// would find a full bucket and none would be limited; redis-cell keeps it,
+// since Redis' module API adds a 0 ms TTL to its clock and the key lives
+// through that millisecond. Writers therefore never skip or delete a key
+// because its TTL rounds to 0: they turn a relative TTL into an expiry with
+// Tx.ExpiryIn (redis-cell's PEXPIRE, counted from the current millisecond)
+// and an instant the state must outlive with ExpiryAt (the millisecond that
+// holds it). Persistence loads a key by the same rule, so a key saved in its
+// last millisecond comes back if the restart is within it. Only the EXPIRE
+// family differs, as in Redis: a new expiry not after now deletes the key
+// (SetExpire).
 //
 // # Values
 //

@@ -72,7 +72,7 @@ func (s *Store) evictOne(sh *shard, nowMs int64, keepDB int, keep []byte) bool {
 			if db == keepDB && k == string(keep) {
 				continue
 			}
-			if e.expireMs != 0 && nowMs > e.expireMs {
+			if Expired(e.expireMs, nowMs) {
 				s.expiredKeys.Add(1)
 				s.remove(sh, db, []byte(k), e)
 				return true

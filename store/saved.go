@@ -42,11 +42,15 @@ const (
 // Restore puts a key of the saved copy back into the store at start-up,
 // before the store is shared: nothing is journaled, the key counts as saved
 // and clean, and nothing is evicted (an eviction that neither the log nor the
-// saved copy heard of would come back at the next start).
+// saved copy heard of would come back at the next start). The caller has
+// left out the keys expired at its start-up instant; the key goes in with
+// its expiry, whatever that is.
 func (s *Store) Restore(db int, key []byte, v Value, expireMs int64) {
 	prev := s.mode
 	s.mode = modeRestore
-	s.Tx(0).Put(db, key, v, expireMs)
+	t := s.Tx(0)
+	sh := t.shard(key)
+	t.put(sh, db, key, t.lookup(sh, db, key), v, expireMs)
 	s.mode = prev
 }
 

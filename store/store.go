@@ -319,9 +319,33 @@ func floorDiv(a, b int64) int64 {
 
 func (t Tx) shard(key []byte) *shard { return &t.s.shards[t.s.hash(key)&t.s.mask] }
 
-// expired reports whether an entry's expiry has passed: Redis keeps a key
-// through its expiry millisecond and drops it after.
-func (t Tx) expired(e *entry) bool { return e.expireMs != 0 && t.nowMs > e.expireMs }
+// Expired reports whether a key whose expiry is expireMs (Unix ms, 0 for
+// none) is gone at nowMs: the key is there through its expiry millisecond
+// and gone after (the package doc's rule). Lazy expiry, the sweeper,
+// eviction, Put and persistence's Load all decide with it.
+func Expired(expireMs, nowMs int64) bool { return expireMs != 0 && nowMs > expireMs }
+
+// ExpiryIn returns the expiry of a key given a relative TTL of ttlMs >= 0 at
+// t's instant, counted as Redis counts PEXPIRE: from the current whole
+// millisecond. A TTL of 0 keeps the key through the rest of it.
+func (t Tx) ExpiryIn(ttlMs int64) int64 { return keepable(t.nowMs + ttlMs) }
+
+// ExpiryAt returns the expiry of a key that must still be there at the
+// instant at (Unix ns, not before the writer's own): the millisecond that
+// holds at, even when that is the current one.
+func ExpiryAt(at int64) int64 { return keepable(floorDiv(at, 1e6)) }
+
+// keepable returns expireMs, except that Unix ms 0, which the store reads as
+// "no expiry", becomes 1: a key written on a clock set near the epoch then
+// lives a millisecond longer rather than forever.
+func keepable(expireMs int64) int64 {
+	if expireMs == 0 {
+		return 1
+	}
+	return expireMs
+}
+
+func (t Tx) expired(e *entry) bool { return Expired(e.expireMs, t.nowMs) }
 
 // lookup returns the live entry for key, removing it first if it has expired.
 func (t Tx) lookup(sh *shard, db int, key []byte) *entry {
@@ -416,16 +440,23 @@ func (t Tx) ExpireMs(db int, key []byte) (int64, bool) {
 // Put stores v under key with expiry expireMs (Unix ms, 0 for none),
 // replacing any previous value and expiry. The store takes ownership of
 // v.Bytes and copies key only when the key is new. An expiry that has already
-// passed deletes the key, as Redis does for SET with a past EXAT.
+// passed (Expired) deletes the key, as Redis does for SET with a past EXAT;
+// the current millisecond has not passed.
 func (t Tx) Put(db int, key []byte, v Value, expireMs int64) {
 	sh := t.shard(key)
 	e := t.lookup(sh, db, key)
-	if expireMs != 0 && t.nowMs > expireMs {
+	if Expired(expireMs, t.nowMs) {
 		if e != nil {
 			t.s.remove(sh, db, key, e)
 		}
 		return
 	}
+	t.put(sh, db, key, e, v, expireMs)
+}
+
+// put stores v under key with expiry expireMs, whatever that expiry; e is
+// key's live entry or nil.
+func (t Tx) put(sh *shard, db int, key []byte, e *entry, v Value, expireMs int64) {
 	if e == nil {
 		m := sh.dbs[db]
 		if m == nil {
@@ -475,8 +506,10 @@ func (t Tx) Delete(db int, key []byte) bool {
 }
 
 // SetExpire sets the expiry of an existing key (Unix ms, 0 removes it) and
-// reports whether the key existed. An expiry already in the past deletes the
-// key, as EXPIRE with a non-positive timeout does in Redis.
+// reports whether the key existed. An expiry not after the current
+// millisecond deletes the key, as Redis' EXPIRE family does (its
+// checkAlreadyExpired); writers that must keep a key through the current
+// millisecond use Put (see the package doc).
 func (t Tx) SetExpire(db int, key []byte, expireMs int64) bool {
 	sh := t.shard(key)
 	e := t.lookup(sh, db, key)

@@ -81,6 +81,70 @@ func TestPut_PastExpiryDeletes(t *testing.T) {
 	}
 }
 
+// TestPut_CurrentMillisecondKeeps: a key written with the current
+// millisecond as its expiry (a TTL that rounds down to 0 ms) is there for
+// every later instant of that millisecond, to lazy expiry, the sweeper and
+// eviction alike, and gone at the next one.
+func TestPut_CurrentMillisecondKeeps(t *testing.T) {
+	s := newStore(t)
+	at := t0 + 400_000 // 0.4 ms into a millisecond
+	tx := s.Tx(at)
+	tx.Put(0, []byte("k"), IntValue(1), tx.ExpiryIn(0))
+	tx.Put(0, []byte("fresh"), IntValue(1), ExpiryAt(at+500_000))
+	for _, key := range []string{"k", "fresh"} {
+		if exp, ok := tx.ExpireMs(0, []byte(key)); !ok || exp != t0/ms {
+			t.Fatalf("%s: expiry %d, %v; want %d, true", key, exp, ok, t0/ms)
+		}
+	}
+	end := t0 + ms - 1
+	if n := s.SampleExpire(s.ShardOf([]byte("k")), end, 16); n != 0 {
+		t.Fatalf("the sweeper removed %d keys within their expiry millisecond", n)
+	}
+	if !s.Tx(end).Exists(0, []byte("k")) || !s.Tx(end).Exists(0, []byte("fresh")) {
+		t.Fatal("a key gone within its expiry millisecond")
+	}
+	if s.Tx(t0+ms).Exists(0, []byte("k")) {
+		t.Fatal("key still there after its expiry millisecond")
+	}
+}
+
+// TestExpiry_Helpers: ExpiryIn counts from the current whole millisecond,
+// ExpiryAt floors (also before 1970), and neither gives 0, which means "no
+// expiry".
+func TestExpiry_Helpers(t *testing.T) {
+	for _, tc := range []struct {
+		now, ttlMs, want int64
+	}{
+		{t0 + 999_999, 0, t0 / ms},
+		{t0 + 999_999, 2, t0/ms + 2},
+		{-1, 0, -1},
+		{-1, 1, 1}, // -1 + 1 is 0 ms: "no expiry" to the store
+		{0, 0, 1},
+	} {
+		// A Tx of a store nobody uses: ExpiryIn is time arithmetic only.
+		if got := (&Store{}).Tx(tc.now).ExpiryIn(tc.ttlMs); got != tc.want {
+			t.Errorf("Tx(%d).ExpiryIn(%d) = %d, want %d", tc.now, tc.ttlMs, got, tc.want)
+		}
+	}
+	for _, tc := range []struct{ at, want int64 }{
+		{t0, t0 / ms}, {t0 + ms - 1, t0 / ms}, {-1, -1}, {-ms, -1}, {-ms - 1, -2}, {0, 1}, {ms - 1, 1}, {ms, 1},
+	} {
+		if got := ExpiryAt(tc.at); got != tc.want {
+			t.Errorf("ExpiryAt(%d) = %d, want %d", tc.at, got, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		expireMs, nowMs int64
+		want            bool
+	}{
+		{0, 1 << 62, false}, {5, 5, false}, {5, 4, false}, {5, 6, true}, {-1, -1, false}, {-2, -1, true},
+	} {
+		if got := Expired(tc.expireMs, tc.nowMs); got != tc.want {
+			t.Errorf("Expired(%d, %d) = %v, want %v", tc.expireMs, tc.nowMs, got, tc.want)
+		}
+	}
+}
+
 func TestExpiresCount(t *testing.T) {
 	s := newStore(t)
 	tx := s.Tx(t0)

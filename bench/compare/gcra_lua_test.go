@@ -161,6 +161,64 @@ func TestGCRALuaMatchesRedisCell(t *testing.T) {
 			t.Errorf("EXISTS peek = %v after a peek, want 0", v)
 		}
 	})
+
+	// V18 (2000 per second, burst 0): the TTL rounds down to 0 ms and the
+	// key stays to the end of the millisecond, so a second call within it
+	// is limited (issue 12). On a real clock both calls must land within
+	// 0.5 ms in one millisecond: they go in one MULTI between two TIMEs,
+	// tried again when they did not.
+	t.Run("V18", func(t *testing.T) {
+		call := append([]string{"EVALSHA", sha, "1"}, "ms", "0", "2000", "1")
+		for try := 1; ; try++ {
+			for _, cmd := range [][]string{{"FLUSHALL"}, {"MULTI"}, {"TIME"}, call, call, {"EXISTS", "ms"}, {"TIME"}} {
+				if _, err := c.Do(cmd...); err != nil {
+					t.Fatalf("%v: %v", cmd, err)
+				}
+			}
+			v, err := c.Do("EXEC")
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, _ := v.([]any)
+			if len(r) != 5 {
+				t.Fatalf("EXEC = %v", v)
+			}
+			t1, t2 := timeUs(t, r[0]), timeUs(t, r[4])
+			if t1/1000 != t2/1000 || t2-t1 >= 500 {
+				if try == 100 {
+					t.Fatalf("in 100 tries the calls never shared a millisecond (last: TIME %d then %d us)", t1, t2)
+				}
+				continue
+			}
+			first, _ := respconn.Ints(r[1])
+			second, _ := respconn.Ints(r[2])
+			if want := []int64{0, 1, 0, -1, 0}; !slices.Equal(first, want) {
+				t.Errorf("first call: got %v, want %v", first, want)
+			}
+			if want := []int64{1, 1, 0, 0, 0}; !slices.Equal(second, want) {
+				t.Errorf("second call: got %v, want %v", second, want)
+			}
+			if r[3] != int64(1) {
+				t.Errorf("EXISTS ms = %v within the calls' millisecond, want 1", r[3])
+			}
+			return
+		}
+	})
+}
+
+// timeUs reads a TIME reply as Unix microseconds.
+func timeUs(t *testing.T, v any) int64 {
+	t.Helper()
+	parts, _ := v.([]any)
+	if len(parts) != 2 {
+		t.Fatalf("TIME = %v", v)
+	}
+	s, err1 := strconv.ParseInt(fmt.Sprint(parts[0]), 10, 64)
+	us, err2 := strconv.ParseInt(fmt.Sprint(parts[1]), 10, 64)
+	if err1 != nil || err2 != nil {
+		t.Fatalf("TIME = %v", v)
+	}
+	return s*1e6 + us
 }
 
 // evalGCRA runs gcra.lua as CL.THROTTLE <args> would run.
