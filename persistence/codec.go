@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/throttleddb/throttled/persistence/internal/pebbledir"
 	"github.com/throttleddb/throttled/store"
 )
 
@@ -32,6 +33,13 @@ const valueVersion byte = 1
 
 // formatKey holds formatVersion.
 var formatKey = []byte{prefixMeta, 'f', 'o', 'r', 'm', 'a', 't'}
+
+// folderFormat is how Open tells a keyspace folder (see pebbledir).
+var folderFormat = pebbledir.Format{
+	Key:   formatKey,
+	Reads: []byte{formatVersion, formatVersionV1},
+	Name:  "a throttled keyspace",
+}
 
 // dataStart and dataEnd bound every data key: [dataStart, dataEnd).
 var (

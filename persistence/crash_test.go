@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/throttleddb/throttled/internal/testlog"
 	"github.com/throttleddb/throttled/store"
 )
 
@@ -34,7 +35,7 @@ func TestCrash_AlwaysKeepsAcknowledged(t *testing.T) {
 	dir := t.TempDir()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestCrash_AlwaysKeepsAcknowledged$")
 	cmd.Env = append(os.Environ(), crashDirEnv+"="+dir)
-	cmd.Stderr = tWriter{t}
+	cmd.Stderr = testlog.Writer{T: t}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

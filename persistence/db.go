@@ -4,18 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
-	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
-	"github.com/cockroachdb/pebble/v2/vfs"
 
+	"github.com/throttleddb/throttled/persistence/internal/pebbledir"
 	"github.com/throttleddb/throttled/store"
 )
 
@@ -25,16 +22,16 @@ var (
 	ErrBadOptions = errors.New("persistence: invalid options")
 	// ErrForeign is returned by Open for a folder that holds something other
 	// than a throttled database.
-	ErrForeign = errors.New("persistence: folder is not a throttled database")
+	ErrForeign = pebbledir.ErrForeign
 	// ErrCorrupt is returned by Open and Load when the database cannot be
 	// read (damaged files, a bad MANIFEST, a record this build cannot decode).
-	ErrCorrupt = errors.New("persistence: database is corrupt or unreadable")
+	ErrCorrupt = pebbledir.ErrCorrupt
 	// ErrFormat is returned by Open for a database written in a format
 	// version this build does not know (a newer throttled).
-	ErrFormat = errors.New("persistence: unknown format version")
+	ErrFormat = pebbledir.ErrFormat
 	// ErrLocked is returned by Open when another process (or another DB
 	// of this process) has the folder open.
-	ErrLocked = errors.New("persistence: folder is in use")
+	ErrLocked = pebbledir.ErrLocked
 	// ErrClosed is returned by Close, Load and WaitDurable after Close.
 	ErrClosed = errors.New("persistence: closed")
 	// ErrDatabases is returned by Load when the folder holds keys of a
@@ -142,24 +139,11 @@ func Open(opts Options) (*DB, error) {
 		return nil, err
 	}
 	dir := opts.Dir
-	pl := pebbleLogger{opts.Logger.With("component", "pebble", "dir", dir)}
-	fresh, err := inspect(dir)
+	pl := pebbledir.Logger{L: opts.Logger.With("component", "pebble", "dir", dir)}
+	pdb, lock, err := pebbledir.Open(dir, folderFormat, func(lock *pebble.Lock, readOnly bool) *pebble.Options {
+		return pebbleOptions(pl, lock, readOnly)
+	})
 	if err != nil {
-		return nil, err
-	}
-	if err := makeDir(dir); err != nil {
-		return nil, fmt.Errorf("persistence: creating folder %q: %w", dir, err)
-	}
-	// One lock for the read-only check and the real open, so that no other
-	// process can slip in between, and so that a folder in use says so
-	// instead of looking unreadable.
-	lock, err := pebble.LockDirectory(dir, vfs.Default)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %q: %w", ErrLocked, dir, err)
-	}
-	pdb, err := openPebble(dir, fresh, pl, lock)
-	if err != nil {
-		_ = lock.Close()
 		return nil, err
 	}
 	d := &DB{
@@ -183,95 +167,9 @@ func Open(opts Options) (*DB, error) {
 	return d, nil
 }
 
-// openPebble opens the database for writing, after checking a folder that
-// is not fresh, and stamps the format if it is not stamped yet.
-func openPebble(dir string, fresh bool, pl pebbleLogger, lock *pebble.Lock) (*pebble.DB, error) {
-	if !fresh {
-		// Opening for writing rotates the MANIFEST and the WAL and writes
-		// an OPTIONS file, so everything that could refuse the folder is
-		// checked read-only first.
-		if err := check(dir, pl, lock); err != nil {
-			return nil, err
-		}
-	}
-	pdb, err := pebble.Open(dir, pebbleOptions(pl, lock, false))
-	if err != nil {
-		return nil, fmt.Errorf("%w: folder %q: %w", ErrCorrupt, dir, err)
-	}
-	// A fresh database has no stamp yet, nor does one whose creation was
-	// interrupted before the stamp was synced; check accepted the latter
-	// only because it held no key at all. A version 1 folder gets the
-	// current stamp (see formatVersion).
-	v, closer, err := pdb.Get(formatKey)
-	stamp := errors.Is(err, pebble.ErrNotFound)
-	if err == nil {
-		stamp = len(v) == 1 && v[0] == formatVersionV1
-		err = closer.Close()
-	}
-	switch {
-	case err != nil && !stamp:
-		err = fmt.Errorf("%w: folder %q: %w", ErrCorrupt, dir, err)
-	case stamp:
-		// Pebble's WAL is off (see pebbleOptions): the stamp is durable
-		// once flushed.
-		err = pdb.Set(formatKey, []byte{formatVersion}, pebble.NoSync)
-		if err == nil {
-			err = pdb.Flush()
-		}
-		if err != nil {
-			err = fmt.Errorf("persistence: folder %q: writing the format marker: %w", dir, err)
-		}
-	}
-	if err != nil {
-		_ = pdb.Close()
-		return nil, err
-	}
-	return pdb, nil
-}
-
-// makeDir creates dir and its missing parents, syncing the folder that
-// receives each new entry, so that a new database does not vanish with its
-// folder's entry in a power loss.
-func makeDir(dir string) error {
-	var missing []string
-	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
-		if _, err := os.Stat(d); err == nil {
-			break
-		} else if !errors.Is(err, fs.ErrNotExist) {
-			return err
-		}
-		missing = append(missing, d)
-		if filepath.Dir(d) == d {
-			break
-		}
-	}
-	if len(missing) == 0 {
-		return nil
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	for _, d := range missing {
-		f, err := os.Open(filepath.Dir(d))
-		if err != nil {
-			return err
-		}
-		err = f.Sync()
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func pebbleOptions(pl pebbleLogger, lock *pebble.Lock, readOnly bool) *pebble.Options {
+func pebbleOptions(pl pebbledir.Logger, lock *pebble.Lock, readOnly bool) *pebble.Options {
 	return &pebble.Options{
-		// Pinned rather than FormatNewest, so that a Pebble upgrade never
-		// ratchets the on-disk format (a one-way change) without a review.
-		FormatMajorVersion: pebble.FormatValueSeparation,
+		FormatMajorVersion: pebbledir.FormatMajorVersion,
 		MemTableSize:       memTableSize,
 		// Only checkpoints write, in bursts of up to a few hundred MB, and
 		// only Load reads, once. A checkpoint's keys come in no order, so
@@ -304,80 +202,10 @@ func pebbleOptions(pl pebbleLogger, lock *pebble.Lock, readOnly bool) *pebble.Op
 		MaxManifestFileSize: 1 << 20,
 		Cache:               pebble.NewCache(cacheSize),
 		Logger:              pl,
-		EventListener:       eventListener(pl),
+		EventListener:       pebbledir.EventListener(pl),
 		ReadOnly:            readOnly,
 		Lock:                lock,
 	}
-}
-
-// inspect decides what dir is before anything touches it: fresh (missing,
-// or empty but for a lock file), or a Pebble database to check. Anything
-// else is someone else's folder. Pebble itself would create a new database
-// over files it does not recognise, overwriting any whose name it reuses,
-// so this must come first.
-func inspect(dir string) (fresh bool, err error) {
-	entries, err := os.ReadDir(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return true, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("%w: folder %q: %w", ErrCorrupt, dir, err)
-	}
-	var others []string
-	for _, e := range entries {
-		name := e.Name()
-		if strings.HasPrefix(name, "marker.manifest.") {
-			return false, nil
-		}
-		if name == "LOCK" && e.Type().IsRegular() {
-			continue
-		}
-		others = append(others, name)
-	}
-	if len(others) == 0 {
-		return true, nil
-	}
-	if len(others) > 3 {
-		others = append(others[:3], "...")
-	}
-	return false, fmt.Errorf("%w: %q holds %s but no Pebble database; nothing was changed: "+
-		"use an empty folder or one written by throttled", ErrForeign, dir, strings.Join(others, ", "))
-}
-
-// check opens a Pebble folder read-only, which writes nothing, and verifies
-// that it is ours and in a format we read.
-func check(dir string, pl pebbleLogger, lock *pebble.Lock) error {
-	rdb, err := pebble.Open(dir, pebbleOptions(pl, lock, true))
-	if err != nil {
-		return fmt.Errorf("%w: folder %q: %w; nothing was changed: restore it from a backup "+
-			"or move it away to start empty", ErrCorrupt, dir, err)
-	}
-	defer rdb.Close()
-	v, closer, err := rdb.Get(formatKey)
-	if errors.Is(err, pebble.ErrNotFound) {
-		it, err := rdb.NewIter(nil)
-		if err != nil {
-			return fmt.Errorf("%w: folder %q: %w", ErrCorrupt, dir, err)
-		}
-		empty := !it.First()
-		if err := it.Close(); err != nil {
-			return fmt.Errorf("%w: folder %q: %w", ErrCorrupt, dir, err)
-		}
-		if !empty {
-			return fmt.Errorf("%w: %q holds a Pebble database without throttled's format marker; "+
-				"nothing was changed", ErrForeign, dir)
-		}
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("%w: folder %q: reading the format marker: %w", ErrCorrupt, dir, err)
-	}
-	defer closer.Close()
-	if len(v) != 1 || (v[0] != formatVersion && v[0] != formatVersionV1) {
-		return fmt.Errorf("%w: %q holds format %x, this build reads %d (written by a newer throttled?); "+
-			"nothing was changed", ErrFormat, dir, v, formatVersion)
-	}
-	return nil
 }
 
 // Close applies and syncs every appended change, whatever the policy, and

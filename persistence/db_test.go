@@ -17,6 +17,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/throttleddb/throttled/internal/testwait"
+	"github.com/throttleddb/throttled/persistence/internal/pebbledir"
 	"github.com/throttleddb/throttled/store"
 )
 
@@ -489,7 +490,7 @@ func TestOpen_RefusesBadFolders(t *testing.T) {
 		}, ErrCorrupt},
 		{"future format version", func(t *testing.T) string {
 			dir := ourDB(t)
-			pdb, err := pebble.Open(dir, &pebble.Options{Logger: pebbleLogger{testLogger(t)}})
+			pdb, err := pebble.Open(dir, &pebble.Options{Logger: pebbledir.Logger{L: testLogger(t)}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -503,7 +504,7 @@ func TestOpen_RefusesBadFolders(t *testing.T) {
 		}, ErrFormat},
 		{"someone else's Pebble database", func(t *testing.T) string {
 			dir := t.TempDir()
-			pdb, err := pebble.Open(dir, &pebble.Options{Logger: pebbleLogger{testLogger(t)}})
+			pdb, err := pebble.Open(dir, &pebble.Options{Logger: pebbledir.Logger{L: testLogger(t)}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -578,7 +579,7 @@ func TestOpen_RefusesFolderInUse(t *testing.T) {
 // and stamped.
 func TestOpen_AcceptsEmptyPebble(t *testing.T) {
 	dir := t.TempDir()
-	pdb, err := pebble.Open(dir, &pebble.Options{Logger: pebbleLogger{testLogger(t)}})
+	pdb, err := pebble.Open(dir, &pebble.Options{Logger: pebbledir.Logger{L: testLogger(t)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -692,7 +693,7 @@ func writeSegment(t *testing.T, dir string, first uint64, frames []byte) {
 // writeRaw sets key to val in the Pebble database of dir, behind our back.
 func writeRaw(t *testing.T, dir string, key, val []byte) {
 	t.Helper()
-	pdb, err := pebble.Open(dir, &pebble.Options{Logger: pebbleLogger{testLogger(t)}})
+	pdb, err := pebble.Open(dir, &pebble.Options{Logger: pebbledir.Logger{L: testLogger(t)}})
 	if err != nil {
 		t.Fatal(err)
 	}

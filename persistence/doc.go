@@ -125,6 +125,21 @@
 // a quiet 10 seconds), and a few KB of metadata (with Pebble's WAL off, no
 // WAL files are kept for reuse).
 //
+// # The Raft mode's log: persistence/raftlog
+//
+// In the Raft mode the data folder also holds the Raft log and stable store,
+// in <dir>/raft/log: a Pebble database of its own, written by package
+// persistence/raftlog. It holds every entry raft appends, keyed by index,
+// until raft deletes the prefix a snapshot covers, and raft's current term
+// and vote. It is not the keyspace's database because it must be synced
+// write by write: a follower acknowledges entries, and a leader counts its
+// own copy towards a commit, as soon as they are stored, and a node must
+// never forget a term or a vote it recorded. So every append (one fsync per
+// batch of entries), deletion and term or vote is synced before raft goes
+// on, with Pebble's WAL on, where the keyspace's database runs without it.
+// Its format key differs from the keyspace's, so neither folder opens as
+// the other.
+//
 // # A folder that is not ours is never touched
 //
 // Open refuses, with an error naming the folder and what is wrong with it

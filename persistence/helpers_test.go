@@ -11,21 +11,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/throttleddb/throttled/internal/testlog"
 	"github.com/throttleddb/throttled/store"
 )
 
-// tWriter sends log lines to t.Log, so they show only when a test fails.
-type tWriter struct{ t testing.TB }
-
-func (w tWriter) Write(p []byte) (int, error) {
-	w.t.Helper()
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
-}
-
-func testLogger(t testing.TB) *slog.Logger {
-	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
-}
+func testLogger(t testing.TB) *slog.Logger { return testlog.Slog(t, slog.LevelInfo) }
 
 // openT opens dir and closes it when the test ends (unless the test closed
 // it itself).
