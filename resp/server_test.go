@@ -371,3 +371,41 @@ func TestServe_BeforeReply(t *testing.T) {
 		c.expectEOF()
 	})
 }
+
+// BenchmarkServe measures a round trip through a real socket: one batch of
+// p PINGs written at once and their replies read back, as redis-benchmark
+// -P p does. It is what a change to the loops or the reply path must not
+// slow down.
+func BenchmarkServe(b *testing.B) {
+	for _, m := range modes {
+		for _, p := range []int{1, 16} {
+			b.Run(fmt.Sprintf("%s/P%d", m.name, p), func(b *testing.B) {
+				s := NewServer(Config{}, newTestHandler())
+				m.set(s)
+				ln, err := net.Listen("tcp", "127.0.0.1:0")
+				if err != nil {
+					b.Fatal(err)
+				}
+				go s.Serve(ln)
+				defer s.Close()
+				nc, err := net.Dial("tcp", ln.Addr().String())
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer nc.Close()
+				req := []byte(strings.Repeat("*1\r\n$4\r\nPING\r\n", p))
+				want := []byte(strings.Repeat("+PONG\r\n", p))
+				got := make([]byte, len(want))
+				b.ReportAllocs()
+				for b.Loop() {
+					if _, err := nc.Write(req); err != nil {
+						b.Fatal(err)
+					}
+					if _, err := io.ReadFull(nc, got); err != nil || !bytes.Equal(got, want) {
+						b.Fatalf("read %q, %v", got, err)
+					}
+				}
+			})
+		}
+	}
+}
