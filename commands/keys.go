@@ -39,7 +39,7 @@ func typeCmd(c *Ctx) {
 func keys(c *Ctx) {
 	pat := string(c.Args[1])
 	var found []string
-	c.Tx.ForEach(c.DB(), func(k string, _ store.Value) bool {
+	c.Tx.ForEach(c.DB(), func(k string, _ store.Value, _ int64) bool {
 		if globMatch(pat, k) {
 			found = append(found, k)
 		}

@@ -63,8 +63,7 @@ func dump(s *store.Store, nowMs int64) map[string]rec {
 	got := map[string]rec{}
 	tx := s.Tx(nowMs * 1e6)
 	for db := range s.Databases() {
-		tx.ForEach(db, func(key string, v store.Value) bool {
-			exp, _ := tx.ExpireMs(db, []byte(key))
+		tx.ForEach(db, func(key string, v store.Value, exp int64) bool {
 			v.Bytes = append([]byte(nil), v.Bytes...)
 			got[dbKeyName(db, []byte(key))] = rec{v, exp}
 			return true

@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"log/slog"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -232,6 +234,19 @@ func (e *Engine) Lookup(sha []byte) (*Script, bool) {
 func (e *Engine) Exists(sha []byte) bool {
 	_, ok := e.Lookup(sha)
 	return ok
+}
+
+// Sources returns the body of every cached script, in SHA order: a Raft
+// snapshot carries them, so that a replica restored from it answers EVALSHA
+// as the others do.
+func (e *Engine) Sources() []string {
+	e.cacheMu.RLock()
+	defer e.cacheMu.RUnlock()
+	list := make([]string, 0, len(e.bySHA))
+	for _, sha := range slices.Sorted(maps.Keys(e.bySHA)) {
+		list = append(list, e.bySHA[sha].src)
+	}
+	return list
 }
 
 // Flush empties the cache (SCRIPT FLUSH). Runs in progress finish normally.

@@ -571,15 +571,16 @@ func (t Tx) Flush(db int) {
 	t.s.flushedDB(db)
 }
 
-// ForEach calls fn for every live key of db, in no particular order, until fn
-// returns false. key and v are valid only during the call.
-func (t Tx) ForEach(db int, fn func(key string, v Value) bool) {
+// ForEach calls fn for every live key of db, with its value and expiry (Unix
+// ms, 0 for none), in no particular order, until fn returns false. key and v
+// are valid only during the call.
+func (t Tx) ForEach(db int, fn func(key string, v Value, expireMs int64) bool) {
 	for i := range t.s.shards {
 		for k, e := range t.s.shards[i].dbs[db] {
 			if t.expired(e) {
 				continue
 			}
-			if !fn(k, e.value()) {
+			if !fn(k, e.value(), e.expireMs) {
 				return
 			}
 		}

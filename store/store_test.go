@@ -183,7 +183,7 @@ func TestSampleExpire_RemovesExpiredKeys(t *testing.T) {
 		t.Fatalf("%d keys left, want at least the 100 persistent ones", keys)
 	}
 	n := 0
-	s.Tx(later).ForEach(0, func(string, Value) bool { n++; return true })
+	s.Tx(later).ForEach(0, func(string, Value, int64) bool { n++; return true })
 	if n != 100 {
 		t.Fatalf("%d live keys, want 100", n)
 	}
@@ -294,7 +294,7 @@ func TestConcurrentIncrements(t *testing.T) {
 	}
 	wg.Wait()
 	var sum int64
-	s.Tx(t0).ForEach(0, func(_ string, v Value) bool { sum += v.Int; return true })
+	s.Tx(t0).ForEach(0, func(_ string, v Value, _ int64) bool { sum += v.Int; return true })
 	if sum != 8*1000*2 {
 		t.Fatalf("sum = %d, want %d", sum, 8*1000*2)
 	}
