@@ -4,6 +4,8 @@ import (
 	"crypto/sha1"
 	"encoding/hex"
 	"strconv"
+
+	"github.com/throttleddb/throttled/store"
 )
 
 func dbsize(c *Ctx) { c.W.Int(int64(c.Tx.DBSize(c.DB()))) }
@@ -69,12 +71,12 @@ func debug(c *Ctx) {
 			c.W.Error(wrongArity("debug|digest"))
 			return
 		}
-		writeDigest(c, c.Tx.Digest())
+		writeDigest(c, c.replicaTx().Digest())
 	case is(sub, "DIGEST-VALUE"):
 		// No key is no error in Redis either: the reply is an empty array.
 		c.W.Array(len(c.Args) - 2)
 		for _, k := range c.Args[2:] {
-			writeDigest(c, c.Tx.DigestValue(c.DB(), k))
+			writeDigest(c, c.replicaTx().DigestValue(c.DB(), k))
 		}
 	case is(sub, "HELP"):
 		c.help("debug", debugHelp)
@@ -95,6 +97,17 @@ func debugKeys(args [][]byte, fn func(key []byte)) {
 
 // debugAllKeys: DEBUG DIGEST reads every shard at one instant.
 func debugAllKeys(args [][]byte) bool { return is(args[1], "DIGEST") }
+
+// replicaTx is c.Tx, but on a Raft node at the instant of the last entry
+// applied rather than the node's clock: a replica's keyspace is at the log's
+// time (a key expires on it when an entry's instant passes its expiry), so
+// two replicas at the same applied index show the same digest.
+func (c *Ctx) replicaTx() store.Tx {
+	if cl := c.srv.cluster; cl != nil {
+		return c.srv.store.Tx(cl.AppliedInstant())
+	}
+	return c.Tx
+}
 
 // writeDigest replies a digest as Redis does: 40 hex digits in a status.
 func writeDigest(c *Ctx, d [sha1.Size]byte) { c.W.Status(hex.EncodeToString(d[:])) }

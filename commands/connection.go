@@ -46,7 +46,9 @@ func reset(c *Ctx) {
 
 func (c *Ctx) setDB(db int) {
 	c.st.db = db
-	c.Conn.SetDB(db)
+	if c.Conn != nil { // nil when a replica applies a script's SELECT
+		c.Conn.SetDB(db)
+	}
 }
 
 // checkPassword reports whether user/pass authenticate. There is one user,

@@ -133,6 +133,9 @@ func (s *Server) infoSection(b []byte, sec string) []byte {
 		line("role", "master")
 		line("connected_slaves", 0)
 		line("master_repl_offset", 0)
+		if s.cluster != nil {
+			b = s.cluster.AppendInfo(b)
+		}
 	case "cpu":
 		u, sys := cpuTimes()
 		line("used_cpu_sys", fmt.Sprintf("%.6f", sys))

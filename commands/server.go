@@ -66,6 +66,12 @@ type Server struct {
 	// syncReplies: replies wait for durability (appendfsync always).
 	syncReplies bool
 
+	// cluster takes the keyspace commands of a replicated node (nil: run
+	// them at once); applying is the state Apply runs commands with, used
+	// by the replication mode's one applying goroutine.
+	cluster  Cluster
+	applying connState
+
 	commandsProcessed atomic.Int64
 	password          atomic.Pointer[string] // requirepass; "" for none
 }
@@ -166,7 +172,9 @@ type multiState struct {
 // Ctx is what a command's Run gets: the connection, its arguments, the
 // keyspace at the command's instant and the reply writer.
 type Ctx struct {
-	srv  *Server
+	srv *Server
+	// Conn is the client's connection; nil when a replica applies a
+	// command from the log.
 	Conn *resp.Conn
 	W    *resp.Writer
 	Args [][]byte
@@ -214,18 +222,34 @@ func (s *Server) ServeRESP(c *resp.Conn, args [][]byte) {
 		}
 	}
 	if st.multi != nil && spec.Flags&NoQueue == 0 {
+		if s.cluster != nil && !logged(spec, args) {
+			s.reject(c, st, spec, errNotLogged)
+			return
+		}
 		st.multi.queue = append(st.multi.queue, copyArgs(args))
 		st.multi.specs = append(st.multi.specs, spec)
 		c.SetMulti(len(st.multi.queue))
 		c.W.Status("QUEUED")
 		return
 	}
+	if s.cluster != nil && logged(spec, args) {
+		c.Touch(spec.fullName(args), s.clock.Now())
+		s.propose(c, st, spec, args)
+		return
+	}
 	now := s.clock.Now()
 	c.Touch(spec.fullName(args), now)
+	s.execute(c, &c.W, st, spec, args, now)
+}
+
+// execute runs spec with args at instant now, with the shards of its keys
+// locked, and writes its reply to w. c is the client's connection, or nil
+// when a replica applies a command from the log.
+func (s *Server) execute(c *resp.Conn, w *resp.Writer, st *connState, spec *Spec, args [][]byte, now int64) {
 	st.locks.Reset()
 	s.addLocks(&st.locks, spec, args)
 	s.store.Lock(&st.locks)
-	st.ctx = Ctx{srv: s, Conn: c, W: &c.W, Args: args, Tx: s.store.Tx(now), st: st}
+	st.ctx = Ctx{srv: s, Conn: c, W: w, Args: args, Tx: s.store.Tx(now), st: st}
 	s.run(&st.ctx, spec)
 	st.ctx.Args = nil // they alias the reader's buffer
 	s.store.Unlock(&st.locks)
@@ -276,7 +300,9 @@ func (s *Server) reject(c *resp.Conn, st *connState, spec *Spec, msg string) {
 // It takes the shard locks of the watched keys: the caller must hold none.
 func (s *Server) endMulti(c *resp.Conn, st *connState) {
 	st.multi = nil
-	c.SetMulti(-1)
+	if c != nil {
+		c.SetMulti(-1)
+	}
 	s.store.Unwatch(&st.watch)
 }
 

@@ -170,6 +170,10 @@ var specs = []*Spec{
 	{Name: "script", Arity: -2, Flags: NoScript, Group: "scripting", Summary: "A container for Lua scripts management commands.",
 		Subcommands: []string{"exists", "flush", "help", "kill", "load"}, Run: script},
 
+	// Raft replication (replication/raft answers it)
+	{Name: "raft", Arity: -2, Flags: NoScript | NoQueue, Group: "cluster", Summary: "A container for Raft replication commands.",
+		Subcommands: []string{"forward", "join", "leader", "members", "remove", "snapshot", "transfer"}, Run: raftCmd},
+
 	// cluster and sentinel: answered as Redis does with cluster support off.
 	// Redis 7.0 (not a sentinel) calls SENTINEL an unknown command; we answer
 	// it like the cluster commands, so clients that probe for a sentinel or a
