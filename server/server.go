@@ -53,7 +53,9 @@ type Config struct {
 	Threads int
 	// ConfigFile is the file the settings came from, for INFO and CONFIG GET.
 	ConfigFile string
-	Logger     *slog.Logger
+	// Raft makes the node a member of a Raft group; nil runs a single node.
+	Raft   *RaftConfig
+	Logger *slog.Logger
 }
 
 // DefaultPort is Redis' port, so clients work without changes.
@@ -64,8 +66,10 @@ type Node struct {
 	Store    *store.Store
 	Commands *commands.Server
 	Clock    clock.Clock
-	// Persistence is the open data folder, nil in memory.
+	// Persistence is the open data folder, nil in memory and in Raft mode
+	// (the Raft log and snapshots keep the state then).
 	Persistence *persistence.DB
+	raft        *raftNode
 	net         *resp.Server
 	ln          net.Listener
 	cancel      context.CancelFunc
@@ -82,6 +86,11 @@ func Start(cfg Config) (*Node, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.Raft != nil {
+		if err := checkRaft(&cfg); err != nil {
+			return nil, err
+		}
+	}
 	st, err := store.New(store.Config{Databases: cfg.Databases, MaxKeys: cfg.MaxKeys, MaxMemory: cfg.MaxMemory})
 	if err != nil {
 		return nil, err
@@ -93,7 +102,7 @@ func Start(cfg Config) (*Node, error) {
 		clk = manual
 	}
 	var pdb *persistence.DB
-	if cfg.Dir != "" {
+	if cfg.Dir != "" && cfg.Raft == nil {
 		if pdb, err = load(cfg, st, clk.Now()); err != nil {
 			return nil, err
 		}
@@ -122,6 +131,7 @@ func Start(cfg Config) (*Node, error) {
 			"debug-clock":        yesNo(cfg.DebugClock),
 			"threads":            strconv.Itoa(cmp.Or(cfg.Threads, runtime.GOMAXPROCS(0))),
 			"config-file":        cfg.ConfigFile,
+			"replication":        replicationMode(cfg.Raft),
 		},
 	})
 	if err != nil {
@@ -130,6 +140,17 @@ func Start(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n.Commands = cmds
+	sweepNow := clk.Now
+	if cfg.Raft != nil {
+		if n.raft, err = startRaft(&cfg, cmds, ln.Addr().String(), clk); err != nil {
+			ln.Close()
+			return nil, err
+		}
+		cmds.SetCluster(n.raft)
+		// A replica changes its keyspace only by applying the log, so
+		// its expiry follows the log's time, never its own clock.
+		sweepNow = n.raft.AppliedInstant
+	}
 	n.net = resp.NewServer(resp.Config{
 		Limits:      resp.Limits{MaxBulkLen: cfg.MaxBulkLen},
 		RequireAuth: cmds.RequireAuth,
@@ -139,7 +160,7 @@ func Start(cfg Config) (*Node, error) {
 	cmds.SetNetwork(n.net)
 	ctx, cancel := context.WithCancel(context.Background())
 	n.cancel = cancel
-	go st.Sweep(ctx, clk.Now)
+	go st.Sweep(ctx, sweepNow)
 	if cfg.ReleaseIdleMemory {
 		checkpoints := func() int64 { return 0 }
 		if pdb != nil {
@@ -174,6 +195,9 @@ func (n *Node) Close() error {
 			err = nil
 		}
 		n.cancel()
+		if n.raft != nil {
+			err = errors.Join(err, n.raft.close())
+		}
 		if n.Persistence != nil {
 			err = errors.Join(err, n.Persistence.Close())
 		}
@@ -218,4 +242,11 @@ func yesNo(b bool) string {
 		return "yes"
 	}
 	return "no"
+}
+
+func replicationMode(r *RaftConfig) string {
+	if r != nil {
+		return "raft"
+	}
+	return "none"
 }

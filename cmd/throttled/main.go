@@ -17,13 +17,16 @@ import (
 	"github.com/throttleddb/throttled/persistence"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/throttleddb/throttled/server"
 )
@@ -40,6 +43,9 @@ type settings struct {
 	server.Config
 	logLevel    string
 	persistence string
+	replication string
+	raft        server.RaftConfig
+	peers       string
 }
 
 // newFlags defines the command line; the config file uses the same names.
@@ -61,6 +67,13 @@ func newFlags(stderr io.Writer) (*flag.FlagSet, *settings) {
 	fs.StringVar(&s.persistence, "persistence", "on", "on: keep state in --dir; off: in memory only")
 	fs.StringVar(&cfg.AppendFsync, "appendfsync", "everysec", "when changes are synced to disk: always (before each reply), everysec or no")
 	fs.StringVar(&s.logLevel, "loglevel", "info", "log level: debug, info, warn or error")
+	fs.StringVar(&s.replication, "replication", "none", "none: a single node; raft: a member of a Raft group (needs --dir)")
+	fs.StringVar(&s.raft.NodeID, "node-id", "", "raft: this member's id, unique in the cluster")
+	fs.StringVar(&s.raft.ClusterAddr, "cluster-addr", "", "raft: host:port to listen on for Raft traffic, and to advertise")
+	fs.StringVar(&s.raft.AnnounceAddr, "announce-addr", "", "raft: the RESP host:port other members and RAFT LEADER give out (default: --bind and --port)")
+	fs.StringVar(&s.peers, "peers", "", "raft: every member of a new cluster, this one included: id=host:port,... (cluster addresses); used once, to bootstrap")
+	fs.StringVar(&s.raft.Join, "join", "", "raft: RESP host:port of a member of the cluster to join (instead of --peers)")
+	fs.DurationVar(&s.raft.ApplyTimeout, "raft-apply-timeout", 2*time.Second, "raft: longest wait for the cluster before a command answers CLUSTERDOWN or TRYAGAIN")
 	fs.IntVar(&cfg.Threads, "threads", 0, "event loops serving connections and running commands, and GOMAXPROCS (0: one per CPU)")
 	return fs, &s
 }
@@ -110,6 +123,9 @@ func run(args []string, stderr io.Writer) error {
 		s.Dir = ""
 	default:
 		return fmt.Errorf("--persistence: want on or off, got %q", s.persistence)
+	}
+	if err := s.replicationConfig(fs); err != nil {
+		return err
 	}
 	if _, err := persistence.ParseFsync(s.AppendFsync); err != nil {
 		return fmt.Errorf("--appendfsync: want always, everysec or no, got %q", s.AppendFsync)
@@ -189,4 +205,63 @@ func applyConfigFile(fs *flag.FlagSet, path string, onCommandLine map[string]boo
 		return err
 	}
 	return nil
+}
+
+// raftFlags are the settings that only mean something with --replication raft.
+var raftFlags = []string{"node-id", "cluster-addr", "announce-addr", "peers", "join", "raft-apply-timeout"}
+
+// replicationConfig checks the replication settings and fills s.Raft.
+func (s *settings) replicationConfig(fs *flag.FlagSet) error {
+	switch s.replication {
+	case "none":
+		var given []string
+		fs.Visit(func(f *flag.Flag) {
+			if slices.Contains(raftFlags, f.Name) {
+				given = append(given, "--"+f.Name)
+			}
+		})
+		if len(given) > 0 {
+			return fmt.Errorf("%s: only with --replication raft", strings.Join(given, ", "))
+		}
+		return nil
+	case "raft":
+	default:
+		return fmt.Errorf("--replication: want none or raft, got %q", s.replication)
+	}
+	if s.raft.ApplyTimeout <= 0 {
+		return fmt.Errorf("--raft-apply-timeout: must be positive, got %s", s.raft.ApplyTimeout)
+	}
+	peers, err := parsePeers(s.peers)
+	if err != nil {
+		return fmt.Errorf("--peers: %w", err)
+	}
+	s.raft.Peers = peers
+	s.Raft = &s.raft
+	return nil
+}
+
+// parsePeers reads "id=host:port,id=host:port".
+func parsePeers(v string) (map[string]string, error) {
+	if v == "" {
+		return nil, nil
+	}
+	peers := map[string]string{}
+	addrs := map[string]string{}
+	for _, item := range strings.Split(v, ",") {
+		id, addr, ok := strings.Cut(strings.TrimSpace(item), "=")
+		if !ok || id == "" || addr == "" {
+			return nil, fmt.Errorf("want id=host:port, got %q", item)
+		}
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return nil, fmt.Errorf("%s: %w", id, err)
+		}
+		if _, dup := peers[id]; dup {
+			return nil, fmt.Errorf("id %q is given twice", id)
+		}
+		if other, dup := addrs[addr]; dup {
+			return nil, fmt.Errorf("%s and %s have the same address %s", other, id, addr)
+		}
+		peers[id], addrs[addr] = addr, id
+	}
+	return peers, nil
 }

@@ -1,0 +1,327 @@
+package raft
+
+import (
+	"fmt"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	hraft "github.com/hashicorp/raft"
+
+	"github.com/throttleddb/throttled/commands"
+	"github.com/throttleddb/throttled/resp"
+)
+
+// The RAFT command:
+//
+//	RAFT MEMBERS                       this node's view of the members
+//	RAFT LEADER                        [id, RESP address] of the leader, or null
+//	RAFT JOIN id cluster-addr resp-addr   add a voter     \
+//	RAFT REMOVE id                     remove a member      } from any node:
+//	RAFT TRANSFER [id]                 hand leadership over } forwarded to
+//	RAFT SNAPSHOT                      snapshot the leader  / the leader
+//	RAFT FORWARD command               (between members) propose a command
+//	RAFT ANNOUNCE id resp-addr         (between members) record an address
+//
+// MEMBERS and LEADER answer from the node asked, so replicas can be
+// compared; the others run on the leader.
+
+// Command implements commands.Cluster.
+func (n *Node) Command(args [][]byte, proto int, done func([]byte)) {
+	reply := func(fn func(w *resp.Writer)) {
+		var w resp.Writer
+		w.Reset(proto)
+		fn(&w)
+		done(w.Bytes())
+	}
+	fail := func(msg string) { reply(func(w *resp.Writer) { w.Error(msg) }) }
+	sub := strings.ToUpper(string(args[1]))
+	want, ok := raftArity[sub]
+	switch {
+	case !ok:
+		fail("ERR unknown subcommand '" + string(args[1]) + "'. Try RAFT HELP.")
+		return
+	case len(args) < want.min || len(args) > want.max:
+		fail("ERR wrong number of arguments for 'raft|" + strings.ToLower(sub) + "' command")
+		return
+	}
+	switch sub {
+	case "MEMBERS":
+		members := n.members()
+		reply(func(w *resp.Writer) {
+			w.Array(len(members))
+			for _, m := range members {
+				w.Array(5)
+				w.BulkString(m.id)
+				w.BulkString(m.clusterAddr)
+				w.BulkString(m.respAddr)
+				w.BulkString(m.role)
+				w.Int(boolInt(m.reachable))
+			}
+		})
+		return
+	case "LEADER":
+		addr, id := n.r.LeaderWithID()
+		reply(func(w *resp.Writer) {
+			if id == "" {
+				w.NullArray()
+				return
+			}
+			w.Array(2)
+			w.BulkString(string(id))
+			w.BulkString(n.respAddrOf(string(id), string(addr)))
+		})
+		return
+	case "FORWARD":
+		cmd, rest, err := commands.DecodeCommand(args[2])
+		if err != nil || len(rest) != 0 {
+			fail("ERR RAFT FORWARD: malformed command")
+			return
+		}
+		if n.r.State() != hraft.Leader {
+			done(slices.Clone(replyDown))
+			return
+		}
+		n.Propose(&cmd, done)
+		return
+	}
+	if n.r.State() != hraft.Leader {
+		addr := n.leaderRESP()
+		if addr == "" {
+			done(slices.Clone(replyDown))
+			return
+		}
+		n.fwd.send(addr, request{args: args, done: done, deadline: time.Now().Add(n.cfg.ApplyTimeout)})
+		return
+	}
+	go func() {
+		if err := n.lead(sub, args); err != nil {
+			fail("ERR " + err.Error())
+			return
+		}
+		reply(func(w *resp.Writer) { w.OK() })
+	}()
+}
+
+// raftArity is each subcommand's argument count, the name included.
+var raftArity = map[string]struct{ min, max int }{
+	"MEMBERS": {2, 2}, "LEADER": {2, 2}, "FORWARD": {3, 3},
+	"JOIN": {5, 5}, "REMOVE": {3, 3}, "TRANSFER": {2, 3}, "SNAPSHOT": {2, 2}, "ANNOUNCE": {4, 4},
+}
+
+// lead runs a subcommand that only the leader can.
+func (n *Node) lead(sub string, args [][]byte) error {
+	t := n.cfg.ApplyTimeout
+	switch sub {
+	case "JOIN":
+		id, caddr, raddr := string(args[2]), string(args[3]), string(args[4])
+		if err := n.r.Apply(announceEntry(id, raddr), t).Error(); err != nil {
+			return err
+		}
+		return n.r.AddVoter(hraft.ServerID(id), hraft.ServerAddress(caddr), 0, t).Error()
+	case "ANNOUNCE":
+		return n.r.Apply(announceEntry(string(args[2]), string(args[3])), t).Error()
+	case "REMOVE":
+		return n.r.RemoveServer(hraft.ServerID(args[2]), 0, t).Error()
+	case "TRANSFER":
+		if len(args) == 2 {
+			return n.r.LeadershipTransfer().Error()
+		}
+		id := string(args[2])
+		for _, s := range n.servers() {
+			if string(s.ID) == id {
+				return n.r.LeadershipTransferToServer(s.ID, s.Address).Error()
+			}
+		}
+		return fmt.Errorf("no member %q", id)
+	case "SNAPSHOT":
+		return n.r.Snapshot().Error()
+	}
+	panic("raft: lead: " + sub)
+}
+
+// announceEntry is the entry that records a member's RESP address. Its
+// instant is 0: it does not move the cluster's time.
+func announceEntry(id, addr string) []byte {
+	return appendString(appendString(appendHeader(nil, kindAnnounce, 0), id), addr)
+}
+
+// announce makes sure the cluster knows this node's RESP address: the
+// leader records it itself, a follower asks the leader to. One at a time.
+func (n *Node) announce() {
+	if n.fsm.addr(n.cfg.ID) == n.cfg.RESPAddr || !n.announcing.CompareAndSwap(false, true) {
+		return
+	}
+	finish := func([]byte) { n.announcing.Store(false) }
+	if n.ready.Load() {
+		go func() {
+			if err := n.r.Apply(announceEntry(n.cfg.ID, n.cfg.RESPAddr), n.cfg.ApplyTimeout).Error(); err != nil {
+				n.log.Warn("raft: announcing this node's address failed", "err", err)
+			}
+			finish(nil)
+		}()
+		return
+	}
+	addr := n.leaderRESP()
+	if addr == "" {
+		finish(nil)
+		return
+	}
+	args := [][]byte{[]byte("RAFT"), []byte("ANNOUNCE"), []byte(n.cfg.ID), []byte(n.cfg.RESPAddr)}
+	n.fwd.send(addr, request{args: args, done: finish, deadline: time.Now().Add(n.cfg.ApplyTimeout)})
+}
+
+// join asks the member at cfg.Join to add this node, until it is added or
+// the node stops.
+func (n *Node) join() {
+	defer n.stopped.Done()
+	args := [][]byte{[]byte("RAFT"), []byte("JOIN"), []byte(n.cfg.ID), []byte(n.cfg.ClusterAddr), []byte(n.cfg.RESPAddr)}
+	for {
+		got := make(chan []byte, 1)
+		n.fwd.send(n.cfg.Join, request{args: args, done: func(r []byte) { got <- r }, deadline: time.Now().Add(n.cfg.ApplyTimeout)})
+		select {
+		case <-n.stop:
+			return
+		case r := <-got:
+			if string(r) == "+OK\r\n" {
+				n.log.Info("raft: joined the cluster", "via", n.cfg.Join)
+				return
+			}
+			n.log.Warn("raft: join refused, retrying", "via", n.cfg.Join, "reply", strings.TrimSpace(string(r)))
+		}
+		select {
+		case <-n.stop:
+			return
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func (n *Node) servers() []hraft.Server {
+	f := n.r.GetConfiguration()
+	if f.Error() != nil {
+		return nil
+	}
+	return f.Configuration().Servers
+}
+
+// respAddrOf returns a member's RESP address, or its cluster address when it
+// has not announced one yet.
+func (n *Node) respAddrOf(id, clusterAddr string) string {
+	if id == n.cfg.ID {
+		return n.cfg.RESPAddr
+	}
+	if a := n.fsm.addr(id); a != "" {
+		return a
+	}
+	return clusterAddr
+}
+
+// member is one line of RAFT MEMBERS and INFO replication.
+type member struct {
+	id, clusterAddr, respAddr, role string
+	reachable                       bool
+	lastContact                     time.Time
+}
+
+// members lists the configuration's servers, in id order, as this node sees
+// them.
+func (n *Node) members() []member {
+	_, leader := n.r.LeaderWithID()
+	var list []member
+	for _, s := range n.servers() {
+		m := member{id: string(s.ID), clusterAddr: string(s.Address), respAddr: n.respAddrOf(string(s.ID), "")}
+		switch {
+		case s.ID == leader:
+			m.role = "leader"
+		case s.Suffrage == hraft.Voter:
+			m.role = "follower"
+		default:
+			m.role = "learner"
+		}
+		if m.id == n.cfg.ID {
+			m.reachable, m.lastContact = true, time.Now()
+		} else {
+			m.lastContact = n.reach.last(m.clusterAddr)
+			m.reachable = time.Since(m.lastContact) < 2*probeEvery
+		}
+		list = append(list, m)
+	}
+	slices.SortFunc(list, func(a, b member) int { return strings.Compare(a.id, b.id) })
+	return list
+}
+
+// AppendInfo implements commands.Cluster: INFO replication's Raft lines.
+func (n *Node) AppendInfo(b []byte) []byte {
+	line := func(k, v string) { b = append(append(append(append(b, k...), ':'), v...), "\r\n"...) }
+	_, leader := n.r.LeaderWithID()
+	members := n.members()
+	line("raft_node_id", n.cfg.ID)
+	line("raft_state", strings.ToLower(n.r.State().String()))
+	line("raft_term", strconv.FormatUint(n.r.CurrentTerm(), 10))
+	line("raft_leader_id", string(leader))
+	line("raft_commit_index", strconv.FormatUint(n.r.CommitIndex(), 10))
+	line("raft_applied_index", strconv.FormatUint(n.fsm.index.Load(), 10))
+	line("raft_last_snapshot_index", n.r.Stats()["last_snapshot_index"])
+	line("raft_members", strconv.Itoa(len(members)))
+	for _, m := range members {
+		contact := "never"
+		if !m.lastContact.IsZero() {
+			contact = strconv.FormatInt(time.Since(m.lastContact).Milliseconds(), 10)
+		}
+		line("raft_member_"+m.id, fmt.Sprintf("addr=%s,resp=%s,role=%s,reachable=%d,last_contact_ms=%s",
+			m.clusterAddr, m.respAddr, m.role, boolInt(m.reachable), contact))
+	}
+	return b
+}
+
+func boolInt(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// probeEvery is how often a node checks that it can reach each member's
+// cluster address (RAFT MEMBERS' reachable, INFO's last contact).
+const probeEvery = 500 * time.Millisecond
+
+// reachability remembers when each cluster address last took a connection.
+type reachability struct {
+	mu   sync.Mutex
+	seen map[string]time.Time
+}
+
+func (r *reachability) last(addr string) time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.seen[addr]
+}
+
+// probe connects to every other member's cluster address every probeEvery.
+func (n *Node) probe() {
+	defer n.stopped.Done()
+	t := time.NewTicker(probeEvery)
+	defer t.Stop()
+	for {
+		for _, s := range n.servers() {
+			if string(s.ID) == n.cfg.ID {
+				continue
+			}
+			if c, err := net.DialTimeout("tcp", string(s.Address), probeEvery); err == nil {
+				c.Close()
+				n.reach.mu.Lock()
+				n.reach.seen[string(s.Address)] = time.Now()
+				n.reach.mu.Unlock()
+			}
+		}
+		select {
+		case <-n.stop:
+			return
+		case <-t.C:
+		}
+	}
+}

@@ -1,0 +1,307 @@
+package raft
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	hraft "github.com/hashicorp/raft"
+
+	"github.com/throttleddb/throttled/clock"
+	"github.com/throttleddb/throttled/commands"
+)
+
+// Config configures a Node. ID, ClusterAddr, RESPAddr, Clock and the parts
+// in Parts are required.
+type Config struct {
+	// ID is this member's id, unique in the cluster.
+	ID string
+	// ClusterAddr is the address Raft traffic reaches this member at (what
+	// it advertises).
+	ClusterAddr string
+	// RESPAddr is the address clients reach this member at: other members
+	// forward commands to it when it leads, and RAFT LEADER names it.
+	RESPAddr string
+	// Peers is every member of a new cluster by id, this one included:
+	// the members bootstrap the cluster with it the first time they start.
+	// Empty with Join set, or on a restart (the stored configuration wins).
+	Peers map[string]string
+	// Join is the RESP address of a member of an existing cluster that
+	// this node asks to be added to, when it has no Raft state yet.
+	Join string
+	// Password is what this node AUTHs with when it forwards to another
+	// (the members share their requirepass).
+	Password string
+	// ApplyTimeout bounds a command's wait for the cluster (default 2s):
+	// after it the client gets CLUSTERDOWN or TRYAGAIN.
+	ApplyTimeout time.Duration
+	// Tuning is Raft's timeouts and log retention (see DefaultTuning).
+	Tuning Tuning
+	Clock  clock.Clock
+	Logger *slog.Logger
+}
+
+// Tuning holds Raft's timeouts, and how many entries it keeps after a
+// snapshot (a member further behind than that gets the snapshot).
+type Tuning struct {
+	Heartbeat, Election, LeaderLease time.Duration
+	TrailingLogs                     uint64
+}
+
+// DefaultTuning is tuned for a LAN: a follower misses the leader after 500
+// ms to 1.5 s without contact, and an election takes 500 ms to 1 s more, so a
+// new leader serves within about 2 s of the old one dying (raft-notes.md,
+// section 2, measured 1.4-2.4 s with twice these values). A leader that
+// loses its quorum steps down after the lease (250 ms).
+var DefaultTuning = Tuning{Heartbeat: 500 * time.Millisecond, Election: 500 * time.Millisecond, LeaderLease: 250 * time.Millisecond,
+	TrailingLogs: 10240}
+
+// Parts are the pieces of Raft a node runs on: the production ones (Pebble
+// stores, file snapshots, TCP) or in-memory ones in tests.
+type Parts struct {
+	Logs   hraft.LogStore
+	Stable hraft.StableStore
+	Snaps  hraft.SnapshotStore
+	Trans  hraft.Transport
+}
+
+// ErrConfig is returned by Start for unusable settings.
+var ErrConfig = errors.New("raft: invalid configuration")
+
+// Node is one member of a Raft group serving a commands.Server. It
+// implements commands.Cluster. Safe for concurrent use.
+type Node struct {
+	cfg   Config
+	r     *hraft.Raft
+	fsm   *fsm
+	parts Parts
+	log   *slog.Logger
+
+	batch *batcher
+	fwd   *forwarder
+
+	// ready is set once this node leads and has applied every entry of
+	// earlier terms (its barrier committed): it may stamp instants then.
+	ready atomic.Bool
+	// announcing is set while this node's RESP address is on its way to
+	// the cluster.
+	announcing atomic.Bool
+	reach      reachability
+
+	mu sync.Mutex // guards waiting
+	// waiting are proposals that arrived when no leader was known.
+	waiting []proposal
+
+	obs     *hraft.Observer
+	stop    chan struct{}
+	stopped sync.WaitGroup
+}
+
+var _ commands.Cluster = (*Node)(nil)
+
+// Start starts a member serving cmds. It bootstraps the cluster from
+// cfg.Peers if there is no Raft state yet, or asks cfg.Join to add it.
+func Start(cfg Config, cmds *commands.Server, parts Parts) (*Node, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Clock == nil {
+		return nil, fmt.Errorf("%w: no clock", ErrConfig)
+	}
+	cfg.ApplyTimeout = cmp.Or(cfg.ApplyTimeout, 2*time.Second)
+	if cfg.Tuning == (Tuning{}) {
+		cfg.Tuning = DefaultTuning
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	rc := hraft.DefaultConfig()
+	rc.LocalID = hraft.ServerID(cfg.ID)
+	rc.HeartbeatTimeout = cfg.Tuning.Heartbeat
+	rc.ElectionTimeout = cfg.Tuning.Election
+	rc.LeaderLeaseTimeout = cfg.Tuning.LeaderLease
+	rc.TrailingLogs = cfg.Tuning.TrailingLogs
+	rc.CommitTimeout = 5 * time.Millisecond
+	rc.Logger = NewHclog(cfg.Logger)
+	n := &Node{cfg: cfg, fsm: newFSM(cmds), parts: parts, log: cfg.Logger, stop: make(chan struct{}),
+		reach: reachability{seen: map[string]time.Time{}}}
+	has, err := hraft.HasExistingState(parts.Logs, parts.Stable, parts.Snaps)
+	if err != nil {
+		return nil, err
+	}
+	if !has && len(cfg.Peers) > 0 {
+		var servers []hraft.Server
+		for id, addr := range cfg.Peers {
+			servers = append(servers, hraft.Server{ID: hraft.ServerID(id), Address: hraft.ServerAddress(addr)})
+		}
+		if err := hraft.BootstrapCluster(rc, parts.Logs, parts.Stable, parts.Snaps, parts.Trans,
+			hraft.Configuration{Servers: servers}); err != nil {
+			return nil, fmt.Errorf("raft: bootstrap: %w", err)
+		}
+	}
+	if n.r, err = hraft.NewRaft(rc, n.fsm, parts.Logs, parts.Stable, parts.Snaps, parts.Trans); err != nil {
+		return nil, err
+	}
+	n.batch = newBatcher(n)
+	n.fwd = newForwarder(cfg.Password, cfg.Logger)
+	events := make(chan hraft.Observation, 16)
+	n.obs = hraft.NewObserver(events, false, func(o *hraft.Observation) bool {
+		switch o.Data.(type) {
+		case hraft.LeaderObservation, hraft.RaftState:
+			return true
+		}
+		return false
+	})
+	n.r.RegisterObserver(n.obs)
+	n.stopped.Add(3)
+	go n.watchLeader(events)
+	go n.batch.run()
+	go n.probe()
+	if !has && cfg.Join != "" {
+		n.stopped.Add(1)
+		go n.join()
+	}
+	return n, nil
+}
+
+// Validate checks the settings that do not need anything started.
+func (c *Config) Validate() error {
+	switch {
+	case c.ID == "":
+		return fmt.Errorf("%w: --node-id is required", ErrConfig)
+	case c.ClusterAddr == "":
+		return fmt.Errorf("%w: --cluster-addr is required", ErrConfig)
+	case c.Join != "" && len(c.Peers) > 0:
+		return fmt.Errorf("%w: --join and --peers cannot be used together", ErrConfig)
+	case len(c.Peers) > 0 && c.Peers[c.ID] == "":
+		return fmt.Errorf("%w: --peers must list this node's own id %q", ErrConfig, c.ID)
+	case len(c.Peers) > 0 && c.Peers[c.ID] != c.ClusterAddr:
+		return fmt.Errorf("%w: --peers gives %s=%s but --cluster-addr is %s", ErrConfig, c.ID, c.Peers[c.ID], c.ClusterAddr)
+	}
+	return nil
+}
+
+// Close leaves the cluster's traffic (it stays a member) and stops Raft.
+// Commands still waiting get CLUSTERDOWN or TRYAGAIN.
+func (n *Node) Close() error {
+	close(n.stop)
+	n.r.DeregisterObserver(n.obs)
+	err := n.r.Shutdown().Error()
+	n.stopped.Wait()
+	n.fwd.close()
+	n.mu.Lock()
+	waiting := n.waiting
+	n.waiting = nil
+	n.mu.Unlock()
+	for _, p := range waiting {
+		p.fail(replyDown)
+	}
+	if c, ok := n.parts.Trans.(hraft.WithClose); ok {
+		err = errors.Join(err, c.Close())
+	}
+	return err
+}
+
+// AppliedInstant returns the instant of the last applied entry: the node's
+// view of time for its keyspace (expiry, DEBUG DIGEST).
+func (n *Node) AppliedInstant() int64 { return n.fsm.instant.Load() }
+
+// Propose implements commands.Cluster: the leader batches cmd into the
+// log, a follower forwards it to the leader, and a node that knows no
+// leader holds it until one is known or its time is up.
+func (n *Node) Propose(cmd *commands.Command, done func(reply []byte)) {
+	n.route(proposal{cmd: cmd, done: done, deadline: time.Now().Add(n.cfg.ApplyTimeout)})
+}
+
+// proposal is a command on its way: done gets its reply.
+type proposal struct {
+	cmd      *commands.Command
+	done     func([]byte)
+	deadline time.Time
+}
+
+func (n *Node) route(p proposal) {
+	if n.ready.Load() {
+		n.batch.add(p)
+		return
+	}
+	if addr := n.leaderRESP(); addr != "" {
+		n.fwd.forward(addr, p)
+		return
+	}
+	n.mu.Lock()
+	n.waiting = append(n.waiting, p)
+	n.mu.Unlock()
+}
+
+// leaderRESP returns the leader's RESP address when another member leads
+// and has announced it.
+func (n *Node) leaderRESP() string {
+	_, id := n.r.LeaderWithID()
+	if id == "" || string(id) == n.cfg.ID {
+		return ""
+	}
+	return n.fsm.addr(string(id))
+}
+
+// watchLeader follows leadership: it makes this node ready to stamp once it
+// leads and its barrier has applied every earlier entry, announces this
+// node's RESP address when the cluster does not know it yet, and routes the
+// proposals that waited for a leader. Proposals that wait past their
+// deadline get CLUSTERDOWN.
+func (n *Node) watchLeader(events <-chan hraft.Observation) {
+	defer n.stopped.Done()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-n.stop:
+			return
+		case <-events:
+		case <-tick.C:
+		}
+		leading := n.r.State() == hraft.Leader
+		if !leading {
+			n.ready.Store(false)
+		} else if !n.ready.Load() {
+			if err := n.r.Barrier(n.cfg.ApplyTimeout).Error(); err != nil {
+				n.log.Warn("raft: barrier after election failed", "err", err)
+				continue
+			}
+			n.batch.resume(n.fsm.instant.Load())
+			n.ready.Store(true)
+			n.log.Info("raft: leading", "term", n.r.CurrentTerm())
+		}
+		n.announce()
+		n.retryWaiting()
+	}
+}
+
+// retryWaiting routes the proposals held for want of a leader again, and
+// answers CLUSTERDOWN to those whose time is up.
+func (n *Node) retryWaiting() {
+	n.mu.Lock()
+	waiting := n.waiting
+	n.waiting = nil
+	n.mu.Unlock()
+	now := time.Now()
+	for _, p := range waiting {
+		if now.After(p.deadline) {
+			p.fail(replyDown)
+			continue
+		}
+		n.route(p)
+	}
+}
+
+// Replies for a command that met no working cluster. CLUSTERDOWN: it was
+// never proposed, so it did not and will not apply. TRYAGAIN: it was
+// proposed and its outcome is unknown (it may still apply).
+var (
+	replyDown     = []byte("-CLUSTERDOWN The cluster is down: no leader or no quorum; the command was not applied\r\n")
+	replyTryAgain = []byte("-TRYAGAIN The cluster did not confirm the command in time; it may still apply\r\n")
+)

@@ -1,0 +1,140 @@
+package server
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	hraft "github.com/hashicorp/raft"
+
+	"github.com/throttleddb/throttled/commands"
+	"github.com/throttleddb/throttled/persistence/raftlog"
+	"github.com/throttleddb/throttled/replication/raft"
+)
+
+// RaftConfig makes a node a member of a Raft group (--replication raft).
+type RaftConfig struct {
+	// NodeID is this member's id (--node-id).
+	NodeID string
+	// ClusterAddr is where Raft traffic reaches this member (--cluster-addr).
+	ClusterAddr string
+	// AnnounceAddr is the RESP address other members and RAFT LEADER give
+	// out (--announce-addr; default the address the node listens on).
+	AnnounceAddr string
+	// Peers bootstraps a new cluster: every member by id, this one
+	// included (--peers).
+	Peers map[string]string
+	// Join is the RESP address of a member of the cluster to join (--join).
+	Join string
+	// ApplyTimeout bounds a command's wait for the cluster
+	// (--raft-apply-timeout, default 2s).
+	ApplyTimeout time.Duration
+	// Tuning is Raft's timeouts and log retention (tests shorten them;
+	// default raft.DefaultTuning).
+	Tuning raft.Tuning
+	// Parts, in tests, are in-memory Raft stores and transport to run on;
+	// nil opens the log and snapshots under the data folder and listens on
+	// ClusterAddr.
+	Parts *raft.Parts
+}
+
+// raftFolder is where a Raft member keeps its log and snapshots, under the
+// data folder: the log in raft/log (a Pebble database of its own, synced on
+// every append), snapshots of the keyspace in raft/snapshots.
+const raftFolder = "raft"
+
+// raftNode is a started Raft member and its log, which it must close.
+type raftNode struct {
+	*raft.Node
+	logs *raftlog.Store
+}
+
+// checkRaft refuses settings a Raft member cannot run with, before anything
+// is opened or created.
+func checkRaft(cfg *Config) error {
+	switch {
+	case cfg.Dir == "":
+		return errors.New("--replication raft needs a data folder: give --dir and leave --persistence on")
+	case cfg.MaxKeys != 0 || cfg.MaxMemory != 0:
+		// Eviction picks its victims by sampling each node's own hash
+		// layout: replicas would evict different keys and diverge.
+		return errors.New("--maxkeys and --maxmemory cannot be used with --replication raft")
+	}
+	rc := raftConfig(cfg, "")
+	return rc.Validate()
+}
+
+func raftConfig(cfg *Config, listenAddr string) raft.Config {
+	r := cfg.Raft
+	return raft.Config{
+		ID:           r.NodeID,
+		ClusterAddr:  r.ClusterAddr,
+		RESPAddr:     cmp.Or(r.AnnounceAddr, listenAddr),
+		Peers:        r.Peers,
+		Join:         r.Join,
+		Password:     cfg.RequirePass,
+		ApplyTimeout: r.ApplyTimeout,
+		Tuning:       r.Tuning,
+		Logger:       cfg.Logger,
+	}
+}
+
+// startRaft opens the Raft log and snapshots under the data folder, listens
+// for Raft traffic and starts the member serving cmds.
+func startRaft(cfg *Config, cmds *commands.Server, listenAddr string, clk interface{ Now() int64 }) (*raftNode, error) {
+	rc := raftConfig(cfg, listenAddr)
+	rc.Clock = clk
+	if p := cfg.Raft.Parts; p != nil {
+		n, err := raft.Start(rc, cmds, *p)
+		if err != nil {
+			return nil, err
+		}
+		return &raftNode{Node: n}, nil
+	}
+	dir := filepath.Join(cfg.Dir, raftFolder)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	logs, err := raftlog.Open(raftlog.Options{Dir: filepath.Join(dir, "log"), Logger: cfg.Logger})
+	if err != nil {
+		return nil, err
+	}
+	hl := raft.NewHclog(cfg.Logger)
+	snaps, err := hraft.NewFileSnapshotStoreWithLogger(dir, 2, hl)
+	if err != nil {
+		logs.Close()
+		return nil, err
+	}
+	advertise, err := net.ResolveTCPAddr("tcp", rc.ClusterAddr)
+	if err != nil {
+		logs.Close()
+		return nil, fmt.Errorf("--cluster-addr: %w", err)
+	}
+	trans, err := hraft.NewTCPTransportWithConfig(rc.ClusterAddr, advertise, &hraft.NetworkTransportConfig{
+		MaxPool: 3, Timeout: 10 * time.Second, Logger: hl,
+	})
+	if err != nil {
+		logs.Close()
+		return nil, fmt.Errorf("--cluster-addr: %w", err)
+	}
+	n, err := raft.Start(rc, cmds, raft.Parts{Logs: logs, Stable: logs, Snaps: snaps, Trans: trans})
+	if err != nil {
+		trans.Close()
+		logs.Close()
+		return nil, err
+	}
+	return &raftNode{Node: n, logs: logs}, nil
+}
+
+// close stops the member and closes its log.
+func (r *raftNode) close() error {
+	err := r.Node.Close()
+	if r.logs != nil {
+		err = errors.Join(err, r.logs.Close())
+	}
+	return err
+}
