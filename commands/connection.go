@@ -34,7 +34,7 @@ func reset(c *Ctx) {
 	if c.st.multi != nil {
 		c.endMulti()
 	}
-	c.srv.store.Unwatch(&c.st.watch)
+	c.srv.unwatch(c.st)
 	c.setDB(0)
 	c.Conn.SetProto(2)
 	c.Conn.SetName("")

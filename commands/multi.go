@@ -69,6 +69,6 @@ func watch(c *Ctx) {
 }
 
 func unwatch(c *Ctx) {
-	c.srv.store.Unwatch(&c.st.watch)
+	c.srv.unwatch(c.st)
 	c.W.OK()
 }

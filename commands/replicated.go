@@ -1,8 +1,11 @@
 package commands
 
 import (
+	"bytes"
+	"crypto/sha1"
 	"encoding/binary"
 	"errors"
+	"strconv"
 
 	"github.com/throttleddb/throttled/persistence"
 	"github.com/throttleddb/throttled/resp"
@@ -37,6 +40,38 @@ type Command struct {
 	Args [][]byte
 	// Exec holds a MULTI/EXEC transaction's queued commands, run as one.
 	Exec [][][]byte
+
+	// watch marks a WATCH: Args are its keys, and the apply answers their
+	// fingerprints instead of running anything.
+	watch bool
+	// watched are the fingerprints a transaction's keys had when WATCH
+	// read them; the apply runs the transaction only if they still do.
+	watched []*watchedKey
+}
+
+// watchedKey is a key WATCH read on a Raft node: its fingerprint at the
+// WATCH's place in the log. A transaction aborts if any of its watched keys
+// has another fingerprint when it applies. Redis aborts when a watched key
+// is written at all; a Raft node aborts when its value or expiry differs,
+// so a write of the same value (or one undone before EXEC) goes unnoticed.
+// The fingerprint is filled in when the WATCH's reply arrives; ok says the
+// WATCH succeeded.
+type watchedKey struct {
+	db  int
+	key []byte
+	fp  [sha1.Size]byte
+	ok  bool
+}
+
+// fingerprint is a key's value digest and expiry, hashed: what WATCH
+// compares on a Raft node (zero for a missing key).
+func fingerprint(tx store.Tx, db int, key []byte) [sha1.Size]byte {
+	v := tx.DigestValue(db, key)
+	exp, _ := tx.ExpireMs(db, key)
+	h := sha1.New()
+	h.Write(v[:])
+	h.Write(binary.BigEndian.AppendUint64(nil, uint64(exp)))
+	return [sha1.Size]byte(h.Sum(nil))
 }
 
 // A Cluster is the replication mode of a replicated node (package
@@ -84,7 +119,7 @@ func logged(spec *Spec, args [][]byte) bool {
 	switch {
 	case spec.Flags&(Write|ReadOnly) != 0:
 		return true
-	case spec.Name == "exec":
+	case spec.Name == "exec", spec.Name == "watch":
 		return true
 	case spec.Name == "script":
 		return is(args[1], "LOAD") || is(args[1], "FLUSH")
@@ -108,12 +143,66 @@ func (s *Server) propose(c *resp.Conn, st *connState, spec *Spec, args [][]byte)
 			return
 		}
 		cmd.Exec = m.queue
+		for _, w := range st.watched {
+			if w.ok {
+				cmd.watched = append(cmd.watched, w)
+			}
+		}
 		s.endMulti(c, st)
 	} else {
 		cmd.Args = copyArgs(args)
 	}
+	if spec.Name == "watch" {
+		s.proposeWatch(c, st, cmd)
+		return
+	}
 	d := c.Defer()
 	s.cluster.Propose(cmd, d.Resolve)
+}
+
+// proposeWatch reads the fingerprints of WATCH's keys through the log, so
+// they are those at WATCH's place in the history. The connection serves
+// nothing else until they are in (a barrier): its EXEC needs them.
+func (s *Server) proposeWatch(c *resp.Conn, st *connState, cmd *Command) {
+	if st.multi != nil {
+		c.W.Error(errWatchInMulti)
+		return
+	}
+	cmd.watch, cmd.Proto = true, 2
+	keys := make([]*watchedKey, len(cmd.Args)-1)
+	for i, k := range cmd.Args[1:] {
+		keys[i] = &watchedKey{db: cmd.DB, key: k}
+	}
+	// keys are filled in by done, on another goroutine, while the
+	// connection waits; st.watched itself is only touched here.
+	st.watched = append(st.watched, keys...)
+	d := c.DeferBarrier()
+	s.cluster.Propose(cmd, func(reply []byte) {
+		if !readFingerprints(reply, keys) {
+			d.Resolve(reply) // an error: the keys are not watched
+			return
+		}
+		d.Resolve([]byte("+OK\r\n"))
+	})
+}
+
+// readFingerprints fills keys from a watch apply's reply, an array of one
+// raw 20-byte bulk string per key, and reports whether it was one.
+func readFingerprints(reply []byte, keys []*watchedKey) bool {
+	head := "*" + strconv.Itoa(len(keys)) + "\r\n"
+	if !bytes.HasPrefix(reply, []byte(head)) {
+		return false
+	}
+	reply = reply[len(head):]
+	const item = len("$20\r\n") + sha1.Size + len("\r\n")
+	if len(reply) != len(keys)*item {
+		return false
+	}
+	for i, k := range keys {
+		copy(k.fp[:], reply[i*item+len("$20\r\n"):])
+		k.ok = true
+	}
+	return true
 }
 
 // Apply runs cmd on this replica at instant now (Unix ns) and appends its
@@ -124,42 +213,130 @@ func (s *Server) propose(c *resp.Conn, st *connState, spec *Spec, args [][]byte)
 func (s *Server) Apply(now int64, cmd *Command, w *resp.Writer) {
 	st := &s.applying
 	st.db = cmd.DB
-	if cmd.Exec != nil {
+	switch {
+	case cmd.watch:
+		s.withKeys(st, now, cmd.Args[1:], nil, func(tx store.Tx) {
+			w.Array(len(cmd.Args) - 1)
+			for _, k := range cmd.Args[1:] {
+				fp := fingerprint(tx, cmd.DB, k)
+				w.Bulk(fp[:])
+			}
+		})
+	case cmd.Exec != nil:
+		changed := false
+		s.withKeys(st, now, nil, cmd.watched, func(tx store.Tx) {
+			for _, k := range cmd.watched {
+				changed = changed || fingerprint(tx, k.db, k.key) != k.fp
+			}
+		})
+		if changed {
+			w.NullArray()
+			return
+		}
 		st.multi = &multiState{queue: cmd.Exec, specs: make([]*Spec, len(cmd.Exec))}
 		for i, args := range cmd.Exec {
 			st.multi.specs[i] = s.cmds.lookup(args[0])
 		}
 		s.execute(nil, w, st, s.cmds["exec"], nil, now)
-		return
+	default:
+		s.execute(nil, w, st, s.cmds.lookup(cmd.Args[0]), cmd.Args, now)
 	}
-	s.execute(nil, w, st, s.cmds.lookup(cmd.Args[0]), cmd.Args, now)
+}
+
+// Check refuses a command this node would not have proposed itself: one
+// forwarded by another member (RAFT FORWARD) is checked again before it
+// goes into the log, as a command no replica can run would stop them all.
+func (s *Server) Check(cmd *Command) error {
+	if cmd.DB >= s.store.Databases() {
+		return errCommand
+	}
+	if cmd.Exec == nil {
+		return s.checkArgs(cmd.Args, true)
+	}
+	for _, args := range cmd.Exec {
+		if err := s.checkArgs(args, false); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkArgs checks one command's name, arity and that it goes through the
+// log (or, alone, is a WATCH or an EXEC's).
+func (s *Server) checkArgs(args [][]byte, alone bool) error {
+	spec := s.cmds.lookup(args[0])
+	switch {
+	case spec == nil, (spec.Arity > 0 && len(args) != spec.Arity) || len(args) < -spec.Arity:
+		return errCommand
+	case spec.Name == "exec", spec.Name == "watch" && !alone:
+		return errCommand
+	case !logged(spec, args):
+		return errCommand
+	}
+	return nil
+}
+
+// withKeys runs fn with the shards of keys and of watched locked. The
+// fingerprints a transaction checks are read apart from the transaction's
+// own locks: between the two nothing can write, as the applying goroutine
+// is the only writer of a replica.
+func (s *Server) withKeys(st *connState, now int64, keys [][]byte, watched []*watchedKey, fn func(store.Tx)) {
+	st.locks.Reset()
+	for _, k := range keys {
+		st.locks.Add(s.store, k)
+	}
+	for _, k := range watched {
+		st.locks.Add(s.store, k.key)
+	}
+	s.store.Lock(&st.locks)
+	fn(s.store.Tx(now))
+	s.store.Unlock(&st.locks)
 }
 
 // errCommand is returned for an entry that does not decode: replicas would
 // diverge, so the replication mode stops.
 var errCommand = errors.New("commands: malformed replicated command")
 
-// commandVersion is the first byte of an encoded Command.
-const commandVersion = 1
+// commandVersion is the first byte of an encoded Command; flagExec and
+// flagWatch are bits of its flags byte.
+const (
+	commandVersion = 1
+	flagExec       = 0x80
+	flagWatch      = 0x40
+)
 
 // AppendBinary appends cmd's encoding to b:
 //
-//	[version 1][db uvarint][proto byte][n uvarint] then, for a command, its
-//	n arguments; for a transaction (n counts its commands, the high bit of
-//	the flags byte set), each command's argument list.
+//	[version 1][db uvarint][flags byte] then
+//	  for a command (or a WATCH, flagWatch set): its argument list;
+//	  for a transaction (flagExec set): [count uvarint], each command's
+//	  argument list, [watched count uvarint] and each watched key as
+//	  [db uvarint][length uvarint][key][fingerprint, 20 bytes].
 //
-// Every argument list is [count uvarint] then [len uvarint][bytes] each.
+// The flags byte holds the reply protocol in its low bits. Every argument
+// list is [count uvarint] then [len uvarint][bytes] each.
 func (cmd *Command) AppendBinary(b []byte) []byte {
 	b = append(b, commandVersion)
 	b = binary.AppendUvarint(b, uint64(cmd.DB))
 	if cmd.Exec == nil {
-		b = append(b, byte(cmd.Proto))
+		flags := byte(cmd.Proto)
+		if cmd.watch {
+			flags |= flagWatch
+		}
+		b = append(b, flags)
 		return appendArgs(b, cmd.Args)
 	}
-	b = append(b, byte(cmd.Proto)|0x80)
+	b = append(b, byte(cmd.Proto)|flagExec)
 	b = binary.AppendUvarint(b, uint64(len(cmd.Exec)))
 	for _, args := range cmd.Exec {
 		b = appendArgs(b, args)
+	}
+	b = binary.AppendUvarint(b, uint64(len(cmd.watched)))
+	for _, w := range cmd.watched {
+		b = binary.AppendUvarint(b, uint64(w.db))
+		b = binary.AppendUvarint(b, uint64(len(w.key)))
+		b = append(b, w.key...)
+		b = append(b, w.fp[:]...)
 	}
 	return b
 }
@@ -186,10 +363,14 @@ func DecodeCommand(b []byte) (Command, []byte, error) {
 	}
 	cmd.DB = int(db)
 	flags := b[1+n]
-	cmd.Proto = int(flags & 0x7f)
+	cmd.Proto = int(flags &^ (flagExec | flagWatch))
+	cmd.watch = flags&flagWatch != 0
+	if (cmd.Proto != 2 && cmd.Proto != 3) || (cmd.watch && flags&flagExec != 0) {
+		return cmd, nil, errCommand
+	}
 	b = b[2+n:]
 	var err error
-	if flags&0x80 == 0 {
+	if flags&flagExec == 0 {
 		cmd.Args, b, err = decodeArgs(b)
 		return cmd, b, err
 	}
@@ -203,6 +384,25 @@ func DecodeCommand(b []byte) (Command, []byte, error) {
 		if cmd.Exec[i], b, err = decodeArgs(b); err != nil {
 			return cmd, nil, err
 		}
+	}
+	if count, n = binary.Uvarint(b); n <= 0 || count > uint64(len(b)) {
+		return cmd, nil, errCommand
+	}
+	b = b[n:]
+	for range count {
+		db, n := binary.Uvarint(b)
+		if n <= 0 || db > 1<<16 {
+			return cmd, nil, errCommand
+		}
+		b = b[n:]
+		l, n := binary.Uvarint(b)
+		if n <= 0 || l > uint64(len(b)-n) || len(b)-n-int(l) < sha1.Size {
+			return cmd, nil, errCommand
+		}
+		w := &watchedKey{db: int(db), key: b[n : n+int(l) : n+int(l)], ok: true}
+		copy(w.fp[:], b[n+int(l):])
+		cmd.watched = append(cmd.watched, w)
+		b = b[n+int(l)+sha1.Size:]
 	}
 	return cmd, b, nil
 }

@@ -154,6 +154,9 @@ type connState struct {
 	db    int
 	locks store.LockSet
 	watch store.Watch
+	// watched are the keys WATCH took fingerprints of on a Raft node
+	// (replicated.go); EXEC sends them with the transaction.
+	watched []*watchedKey
 	// multi is non-nil between MULTI and EXEC/DISCARD.
 	multi *multiState
 	// ctx is reused by every command of the connection, so running a
@@ -303,7 +306,13 @@ func (s *Server) endMulti(c *resp.Conn, st *connState) {
 	if c != nil {
 		c.SetMulti(-1)
 	}
+	s.unwatch(st)
+}
+
+// unwatch forgets the connection's watched keys.
+func (s *Server) unwatch(st *connState) {
 	s.store.Unwatch(&st.watch)
+	st.watched = nil
 }
 
 // BeforeReply holds a connection's replies until every change made so far
@@ -324,7 +333,7 @@ func (s *Server) BeforeReply(c *resp.Conn) error {
 // Closed releases a connection's state.
 func (s *Server) Closed(c *resp.Conn) {
 	if st, ok := c.State.(*connState); ok {
-		s.store.Unwatch(&st.watch)
+		s.unwatch(st)
 	}
 }
 

@@ -94,3 +94,62 @@ func TestRun_ServesAndStopsOnSignal(t *testing.T) {
 		t.Fatalf("no shutdown line in the log:\n%s", stderr.String())
 	}
 }
+
+// TestRun_BadReplicationSettings: each bad setting stops the start with one
+// line naming it, and nothing is created on disk.
+func TestRun_BadReplicationSettings(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	raft := []string{"--replication", "raft", "--node-id", "n1", "--cluster-addr", "127.0.0.1:7001", "--dir", dir}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{append(raft, "--peers", "n1=127.0.0.1:7001,n1=127.0.0.1:7002"), `id "n1" is given twice`},
+		{append(raft, "--peers", "n1=127.0.0.1:7001,n2=127.0.0.1:7001"), "have the same address"},
+		{append(raft, "--peers", "n2=127.0.0.1:7002,n3=127.0.0.1:7003"), `own id "n1"`},
+		{append(raft, "--peers", "n1=127.0.0.1:7009"), "--cluster-addr is 127.0.0.1:7001"},
+		{append(raft, "--peers", "n1=127.0.0.1:7001", "--join", "127.0.0.1:6379"), "--join and --peers"},
+		{append(raft, "--peers", "n1=nohost"), "missing port"},
+		{append(raft, "--persistence", "off"), "needs a data folder"},
+		{append(raft, "--maxkeys", "10"), "cannot be used with --replication raft"},
+		{append(raft, "--raft-apply-timeout", "0s"), "must be positive"},
+		{[]string{"--replication", "raft", "--cluster-addr", "127.0.0.1:7001", "--dir", dir}, "--node-id is required"},
+		{[]string{"--peers", "n1=127.0.0.1:7001", "--dir", dir}, "--peers: only with --replication raft"},
+		{[]string{"--replication", "paxos", "--dir", dir}, "want none or raft"},
+	} {
+		var stderr bytes.Buffer
+		err := run(tc.args, &stderr)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%v: got %v, want one line with %q", tc.args, err, tc.want)
+		}
+		if _, err := os.Stat(dir); !os.IsNotExist(err) {
+			t.Fatalf("%v: the data folder exists after a refused start (%v)", tc.args, err)
+		}
+	}
+}
+
+// TestConfigFile_Replication: the replication settings work from the
+// config file too.
+func TestConfigFile_Replication(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "t.conf")
+	conf := "replication raft\nnode-id n2\ncluster-addr 127.0.0.1:7002\nannounce-addr 10.0.0.2:6379\n" +
+		"peers n1=127.0.0.1:7001,n2=127.0.0.1:7002\nraft-apply-timeout 500ms\n"
+	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fs, s := newFlags(&bytes.Buffer{})
+	if err := fs.Parse([]string{"--config", path}); err != nil {
+		t.Fatal(err)
+	}
+	if err := applyConfigFile(fs, path, map[string]bool{"config": true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.replicationConfig(fs); err != nil {
+		t.Fatal(err)
+	}
+	r := s.Raft
+	if r == nil || r.NodeID != "n2" || r.ClusterAddr != "127.0.0.1:7002" || r.AnnounceAddr != "10.0.0.2:6379" ||
+		len(r.Peers) != 2 || r.Peers["n1"] != "127.0.0.1:7001" || r.ApplyTimeout != 500*time.Millisecond {
+		t.Fatalf("got %+v", r)
+	}
+}

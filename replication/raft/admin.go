@@ -77,8 +77,11 @@ func (n *Node) Command(args [][]byte, proto int, done func([]byte)) {
 		return
 	case "FORWARD":
 		cmd, rest, err := commands.DecodeCommand(args[2])
+		if err == nil && len(rest) == 0 {
+			err = n.fsm.cmds.Check(&cmd)
+		}
 		if err != nil || len(rest) != 0 {
-			fail("ERR RAFT FORWARD: malformed command")
+			fail("ERR RAFT FORWARD: not a command to forward")
 			return
 		}
 		if n.r.State() != hraft.Leader {
@@ -88,16 +91,27 @@ func (n *Node) Command(args [][]byte, proto int, done func([]byte)) {
 		n.Propose(&cmd, done)
 		return
 	}
-	if n.r.State() != hraft.Leader {
-		addr := n.leaderRESP()
-		if addr == "" {
+	go func() {
+		// Run on the leader, or forward to it once it is known, within
+		// the apply timeout.
+		deadline := time.Now().Add(n.cfg.ApplyTimeout)
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for n.r.State() != hraft.Leader {
+			if addr := n.leaderRESP(); addr != "" {
+				n.fwd.send(addr, request{args: args, done: done, deadline: deadline})
+				return
+			}
+			select {
+			case <-n.stop:
+			case <-tick.C:
+				if time.Now().Before(deadline) {
+					continue
+				}
+			}
 			done(slices.Clone(replyDown))
 			return
 		}
-		n.fwd.send(addr, request{args: args, done: done, deadline: time.Now().Add(n.cfg.ApplyTimeout)})
-		return
-	}
-	go func() {
 		if err := n.lead(sub, args); err != nil {
 			fail("ERR " + err.Error())
 			return

@@ -149,7 +149,8 @@ func (c *cluster) do(m *member, args ...any) any {
 	return v
 }
 
-// leader waits for a member that every running member agrees leads.
+// leader waits for a member that every running member agrees leads, and
+// knows the RESP address of.
 func (c *cluster) leader() *member {
 	c.t.Helper()
 	var lead *member
@@ -165,7 +166,9 @@ func (c *cluster) leader() *member {
 				return false
 			}
 			for _, o := range c.members {
-				if o.id == pair[0] {
+				// Its RESP address, not its cluster address: it has
+				// announced it, so followers can forward to it.
+				if o.id == pair[0] && o.node != nil && pair[1] == o.node.Addr() {
 					if lead != nil && lead != o {
 						return false
 					}

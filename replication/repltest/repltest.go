@@ -44,6 +44,7 @@ var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()
 func Run(t *testing.T, start Start) {
 	t.Run("SameRepliesAsSingleNode", func(t *testing.T) { sameReplies(t, start(t, 3)) })
 	t.Run("RestartCatchesUp", func(t *testing.T) { restartCatchesUp(t, start(t, 3)) })
+	t.Run("Watch", func(t *testing.T) { watch(t, start(t, 3)) })
 }
 
 // step is one command of a stream, sent to member `at`, or a clock move
@@ -165,6 +166,35 @@ func restartCatchesUp(t *testing.T, c Cluster) {
 	waitDigests(t, c, "")
 	if got := reply(c.Client(2), "GET", "n"); got != "50" {
 		t.Fatalf("restarted member: GET n = %s, want 50", got)
+	}
+}
+
+// watch checks WATCH across members: a transaction on one member whose
+// watched key another member changed in between does not run; one whose
+// keys nobody touched does.
+func watch(t *testing.T, c Cluster) {
+	ctx := context.Background()
+	mustDo(t, c.Client(0), "SET", "w", "1")
+	tx := func(change bool) error {
+		return c.Client(1).Watch(ctx, func(tx *redis.Tx) error {
+			if change {
+				mustDo(t, c.Client(2), "SET", "w", "2")
+			}
+			_, err := tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
+				p.Incr(ctx, "w:runs")
+				return nil
+			})
+			return err
+		}, "w")
+	}
+	if err := tx(false); err != nil {
+		t.Fatalf("a transaction on an untouched watched key: %v", err)
+	}
+	if err := tx(true); err != redis.TxFailedErr {
+		t.Fatalf("a transaction whose watched key changed: %v, want %v", err, redis.TxFailedErr)
+	}
+	if got := reply(c.Client(0), "GET", "w:runs"); got != "1" {
+		t.Fatalf("GET w:runs = %s, want 1 (one transaction ran)", got)
 	}
 }
 
