@@ -176,3 +176,35 @@ func waitSameDigest(t *testing.T, nodes []*server) {
 		return true
 	})
 }
+
+// TestRaft_WholeClusterRestart: every member stopped and started again on
+// its folder keeps everything that was acknowledged.
+func TestRaft_WholeClusterRestart(t *testing.T) {
+	nodes := raftCluster(t, 3)
+	lead := leaderOf(t, nodes)
+	c := lead.client(t)
+	for range 100 {
+		do(t, c, "INCR", "n")
+	}
+	do(t, c, "CL.THROTTLE", "k", 10, 1, 60, 5)
+	for _, s := range nodes {
+		if err := s.Stop(); err != nil {
+			t.Fatalf("stop: %v\n%s", err, s.Output())
+		}
+	}
+	for i, s := range nodes {
+		nodes[i] = start(t, s.dir, s.args...)
+	}
+	for _, s := range nodes {
+		c := s.client(t)
+		testwait.For(t, 20*time.Second, "n back on "+s.Addr, func() bool {
+			v, err := c.Do(context.Background(), "GET", "n").Text()
+			return err == nil && v == "100"
+		})
+	}
+	v := do(t, nodes[0].client(t), "CL.THROTTLE", "k", 10, 1, 60, 0).([]any)
+	if v[2].(int64) > 6 {
+		t.Fatalf("CL.THROTTLE after the restart: %v, want the 5 taken before still taken", v)
+	}
+	waitSameDigest(t, nodes)
+}

@@ -65,7 +65,22 @@ func checkRaft(cfg *Config) error {
 		return errors.New("--maxkeys and --maxmemory cannot be used with --replication raft")
 	}
 	rc := raftConfig(cfg, "")
-	return rc.Validate()
+	if err := rc.Validate(); err != nil {
+		return err
+	}
+	// A member keeps only raft/ in its folder. Anything else is most
+	// likely a single node's keyspace, which a member would not load:
+	// refuse it rather than start empty beside it.
+	entries, err := os.ReadDir(cfg.Dir)
+	for _, e := range entries {
+		if e.Name() != raftFolder {
+			return fmt.Errorf("--dir %q holds %q, which is not a Raft member's (a single node's data?): a member keeps only %s/ there; give it another folder", cfg.Dir, e.Name(), raftFolder)
+		}
+	}
+	if err != nil && !os.IsNotExist(err) {
+		return fmt.Errorf("--dir %q: %w", cfg.Dir, err)
+	}
+	return nil
 }
 
 func raftConfig(cfg *Config, listenAddr string) raft.Config {

@@ -153,3 +153,32 @@ func TestConfigFile_Replication(t *testing.T) {
 		t.Fatalf("got %+v", r)
 	}
 }
+
+// TestRun_RaftRefusesSingleNodeFolder: a Raft member does not start on a
+// single node's data folder (it would not load it), and a single node does
+// not start on a member's; neither changes a file.
+func TestRun_RaftRefusesSingleNodeFolder(t *testing.T) {
+	single := t.TempDir()
+	if err := os.WriteFile(filepath.Join(single, "MANIFEST-000001"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"--replication", "raft", "--node-id", "n1", "--cluster-addr", "127.0.0.1:7001",
+		"--peers", "n1=127.0.0.1:7001", "--dir", single}
+	err := run(args, &bytes.Buffer{})
+	if err == nil || !strings.Contains(err.Error(), "not a Raft member's") {
+		t.Fatalf("raft on a single node's folder: %v", err)
+	}
+	if entries, _ := os.ReadDir(single); len(entries) != 1 {
+		t.Fatalf("the folder changed: %v", entries)
+	}
+	member := t.TempDir()
+	if err := os.Mkdir(filepath.Join(member, "raft"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := run([]string{"--port", "0", "--dir", member}, &bytes.Buffer{}); err == nil {
+		t.Fatal("a single node started on a Raft member's folder")
+	}
+	if entries, _ := os.ReadDir(member); len(entries) != 1 {
+		t.Fatalf("the member's folder changed: %v", entries)
+	}
+}

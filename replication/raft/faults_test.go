@@ -92,3 +92,30 @@ func TestCluster_Join(t *testing.T) {
 		t.Fatalf("the new member installed no snapshot:\n%s", info)
 	}
 }
+
+// A follower cut off from the others misses writes, refuses commands
+// meanwhile, and catches up once healed.
+func TestCluster_FollowerCutOffAndHealed(t *testing.T) {
+	c := newCluster(t, 3)
+	lead := c.leader()
+	var cut *member
+	for _, m := range c.members {
+		if m != lead {
+			cut = m
+			break
+		}
+	}
+	c.isolate(cut)
+	for i := range 20 {
+		if got := c.do(lead, "INCR", "n"); got != int64(i+1) {
+			t.Fatalf("INCR on the leader: %v", got)
+		}
+	}
+	got := fmt.Sprint(c.do(cut, "GET", "n"))
+	if !strings.HasPrefix(got, "CLUSTERDOWN") && !strings.HasPrefix(got, "TRYAGAIN") {
+		t.Fatalf("GET on the cut-off follower: %s, want it refused", got)
+	}
+	c.connectAll()
+	c.converged()
+	testwait.For(t, 10*time.Second, "the healed follower serving", func() bool { return c.do(cut, "GET", "n") == "20" })
+}
