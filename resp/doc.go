@@ -8,6 +8,19 @@
 // from stopping a loop). Elsewhere each connection has a goroutine of its
 // own, which writes a batch's replies before it would block on a read.
 //
+// Deferred replies: a command whose reply waits (a Raft commit, the
+// leader's answer to a forwarded command, an fsync) must not stop its loop,
+// and a Raft leader batches many commands per log entry only if many are in
+// flight at once, several of one pipelining connection among them. So a
+// handler may leave the reply for later (Conn.Defer) and deliver it from any
+// goroutine (Deferred.Resolve). The connection is served on meanwhile: the
+// replies of its later commands are held behind the deferred one, and each
+// resolution releases the ready prefix, so the client sees every reply in
+// request order. The held replies are bounded (1024 deferred, 64 KiB behind
+// them); past that, or after DeferBarrier, QUIT or a protocol error, the
+// connection is not read until replies resolve. A goroutine per connection
+// simply waits for all its deferred replies before it reads on.
+//
 // Requests are RESP2 multibulk or inline commands, many per read; each is
 // handed to a Handler in order. Every connection
 // starts in RESP2; the handler switches it to RESP3 (HELLO 3), and the Writer

@@ -38,6 +38,19 @@ import (
 // look is handed to a new goroutine, which goes on serving the other
 // connections, while the stuck goroutine keeps only the connection it is
 // serving and gives it back to the loop once the call returns.
+//
+// A call that only waits for an answer (a Raft commit, the leader) defers
+// its reply instead (Conn.Defer) and returns at once; the loop serves the
+// connection's next requests, holding their replies behind the deferred
+// one. Resolve, from any goroutine, puts the connection on the loop's
+// resolved list and wakes it; the next round moves the resolved replies at
+// the head of the connection's queue, and those held behind them, into its
+// output and writes them. A connection whose requests must wait (behind a
+// barrier, after QUIT, or with its held replies at their bound) is
+// "stalled": epoll is asked for no events on it, since it would report the
+// unread input every round, until a resolution lets it go on. One that is
+// with a stuck goroutine ("away") when its replies resolve is settled when
+// it comes back.
 
 // watchEvery is how often the watchdog looks at the loops. A handler call
 // that runs longer than this to twice this hands its loop over; calls take
@@ -64,11 +77,31 @@ type loopState struct {
 	// it is not all written, and the connection's input is not read (owner).
 	wpos    int
 	blocked bool
-	queued  bool // in lp.pending (owner)
-	more    bool // stopped with requests maybe left in its reader (owner)
-	away    bool // handed to a stuck goroutine (owner)
-	gone    bool // closed (owner)
-	killed  bool // CLIENT KILL asked for it; guarded by lp.mu
+	// stalled: its requests wait for deferred replies (Conn.mustWait), so
+	// it is not read (owner).
+	stalled bool
+	watched uint32 // the events epoll reports for it (owner)
+	queued  bool   // in lp.pending (owner)
+	more    bool   // stopped with requests maybe left in its reader (owner)
+	away    bool   // handed to a stuck goroutine (owner)
+	gone    bool   // closed (owner)
+	killed  bool   // CLIENT KILL asked for it; guarded by lp.mu
+	// resolved: in lp.resolved; guarded by lp.mu.
+	resolved bool
+}
+
+// events returns the epoll events c waits for: room in the socket while its
+// output is blocked, none while its requests wait for deferred replies
+// (epoll is level-triggered: it would report unread input every round),
+// else input.
+func (ls *loopState) events() uint32 {
+	switch {
+	case ls.blocked:
+		return syscall.EPOLLOUT
+	case ls.stalled:
+		return 0
+	}
+	return syscall.EPOLLIN
 }
 
 // socketSource is the Reader's source for a loop connection.
@@ -134,7 +167,7 @@ func (ls *loops) add(c *Conn) error {
 	}
 	l := ls.all[ls.next]
 	ls.next = (ls.next + 1) % len(ls.all)
-	c.ls.lp, c.ls.fd = l, fd
+	c.ls.lp, c.ls.fd, c.wk = l, fd, l
 	c.setReader(socketSource{c})
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -239,7 +272,8 @@ type loop struct {
 	stuck    []*Conn    // connections a stuck goroutine kept
 	back     []*Conn    // connections given back by such goroutines
 	kill     []*Conn
-	woken    bool // a byte is in the pipe
+	resolved []*Conn // connections with deferred replies resolved
+	woken    bool    // a byte is in the pipe
 	closed   bool
 }
 
@@ -318,6 +352,10 @@ func (l *loop) run(gen uint64) {
 			case c == nil:
 			case c.ls.blocked:
 				l.write(c)
+			case c.ls.stalled:
+				// It asked for no events: this is EPOLLERR or EPOLLHUP,
+				// the peer is gone and nothing can reach it.
+				l.close(c)
 			case l.serve(c, gen):
 				return
 			}
@@ -325,7 +363,7 @@ func (l *loop) run(gen uint64) {
 		for len(l.again) > 0 {
 			c := l.again[len(l.again)-1]
 			l.again = l.again[:len(l.again)-1]
-			if c.ls.gone || c.ls.away || c.ls.blocked {
+			if c.ls.gone || c.ls.away || c.ls.blocked || c.ls.stalled {
 				continue
 			}
 			if l.serve(c, gen) {
@@ -340,8 +378,11 @@ func (l *loop) run(gen uint64) {
 // once the server is closed; every connection is then closed.
 func (l *loop) intake() bool {
 	l.mu.Lock()
-	stuck, back, kill, incoming, closed := l.stuck, l.back, l.kill, l.incoming, l.closed
-	l.stuck, l.back, l.kill, l.incoming = nil, nil, nil, nil
+	stuck, back, kill, incoming, resolved, closed := l.stuck, l.back, l.kill, l.incoming, l.resolved, l.closed
+	l.stuck, l.back, l.kill, l.incoming, l.resolved = nil, nil, nil, nil, nil
+	for _, c := range resolved {
+		c.ls.resolved = false
+	}
 	l.woken = false
 	l.mu.Unlock()
 	for _, c := range stuck {
@@ -353,7 +394,8 @@ func (l *loop) intake() bool {
 	for _, c := range append(back, incoming...) {
 		c.ls.away = false
 		l.conns[int32(c.ls.fd)] = c
-		if err := l.ctl(syscall.EPOLL_CTL_ADD, c.ls.fd, syscall.EPOLLIN); err != nil {
+		c.ls.watched = c.ls.events()
+		if err := l.ctl(syscall.EPOLL_CTL_ADD, c.ls.fd, c.ls.watched); err != nil {
 			l.s.log.Warn("cannot watch connection", "client", c.Addr, "err", err)
 			l.close(c)
 			continue
@@ -368,6 +410,13 @@ func (l *loop) intake() bool {
 	for _, c := range kill {
 		if !c.ls.gone && l.conns[int32(c.ls.fd)] == c {
 			l.close(c)
+		}
+	}
+	for _, c := range resolved {
+		// One that is away is settled when it comes back; one that is
+		// closed has dropped its held replies.
+		if l.conns[int32(c.ls.fd)] == c {
+			l.queue(c)
 		}
 	}
 	if !closed {
@@ -414,7 +463,7 @@ func (l *loop) drainWake() {
 func (l *loop) serve(c *Conn, gen uint64) (lost bool) {
 	l.enter(c)
 	c.ls.readOK = true
-	for {
+	for !c.mustWait() {
 		args, err := c.rd.Read()
 		if err == errWouldBlock {
 			break
@@ -433,9 +482,13 @@ func (l *loop) serve(c *Conn, gen uint64) (lost bool) {
 			break
 		}
 	}
+	c.ls.stalled = c.mustWait()
 	if l.leave(gen) {
 		l.giveBack(c)
 		return true
+	}
+	if c.ls.stalled && !l.watch(c) {
+		return false
 	}
 	l.queue(c)
 	return false
@@ -504,7 +557,7 @@ func (l *loop) giveBack(c *Conn) {
 
 // queue adds c to the connections whose replies the round writes.
 func (l *loop) queue(c *Conn) {
-	if !c.ls.queued && (c.W.Len() > 0 || c.closing || c.ls.more) {
+	if !c.ls.queued && (c.W.Len() > 0 || c.closing || c.ls.more || len(c.held) > 0) {
 		c.ls.queued = true
 		l.pending = append(l.pending, c)
 	}
@@ -522,11 +575,20 @@ func (l *loop) flush() {
 	l.pending = l.pending[:0]
 }
 
-// write sends c's replies until the socket takes no more; then the loop
-// waits for it to drain (EPOLLOUT) before reading c again.
+// write sends c's replies, with the deferred ones resolved so far, until the
+// socket takes no more; then the loop waits for it to drain (EPOLLOUT)
+// before reading c again.
 func (l *loop) write(c *Conn) {
+	resolved := c.settle()
+	if resolved && c.ls.stalled && !c.mustWait() {
+		// Its reader may hold whole requests, which epoll does not report.
+		c.ls.stalled = false
+		c.ls.more = true
+	}
 	b := c.W.b
-	if !c.ls.blocked && len(b) > 0 {
+	// BeforeReply covers what joins W: a blocked write's bytes were
+	// covered when it began, but held replies may have joined them.
+	if (resolved || !c.ls.blocked) && len(b) > c.ls.wpos {
 		if sy, ok := l.s.h.(Syncer); ok {
 			if err := sy.BeforeReply(c); err != nil {
 				c.W.b = b[:0]
@@ -541,12 +603,8 @@ func (l *loop) write(c *Conn) {
 		case err == syscall.EINTR:
 			continue
 		case err == syscall.EAGAIN:
-			if !c.ls.blocked {
-				c.ls.blocked = true
-				if err := l.ctl(syscall.EPOLL_CTL_MOD, c.ls.fd, syscall.EPOLLOUT); err != nil {
-					l.close(c)
-				}
-			}
+			c.ls.blocked = true
+			l.watch(c)
 			return
 		case err != nil:
 			l.close(c)
@@ -555,21 +613,45 @@ func (l *loop) write(c *Conn) {
 		c.ls.wpos += n
 	}
 	c.ls.wpos = 0
-	c.W.reset()
-	if c.ls.blocked {
-		c.ls.blocked = false
-		if err := l.ctl(syscall.EPOLL_CTL_MOD, c.ls.fd, syscall.EPOLLIN); err != nil {
-			l.close(c)
-			return
-		}
+	c.written()
+	c.ls.blocked = false
+	if !l.watch(c) {
+		return
 	}
-	if c.closing {
+	if c.closing && len(c.held) == 0 {
 		l.close(c)
 		return
 	}
 	if c.ls.more {
 		c.ls.more = false
 		l.again = append(l.again, c)
+	}
+}
+
+// watch makes epoll report the events c waits for now. It reports false
+// when that failed and c was closed.
+func (l *loop) watch(c *Conn) bool {
+	ev := c.ls.events()
+	if ev == c.ls.watched {
+		return true
+	}
+	if err := l.ctl(syscall.EPOLL_CTL_MOD, c.ls.fd, ev); err != nil {
+		l.close(c)
+		return false
+	}
+	c.ls.watched = ev
+	return true
+}
+
+// notify is told by Resolve that a deferred reply of c is resolved; the loop
+// then writes what became ready in its next round.
+func (l *loop) notify(c *Conn) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.closed && !c.ls.resolved {
+		c.ls.resolved = true
+		l.resolved = append(l.resolved, c)
+		l.wakeLocked()
 	}
 }
 

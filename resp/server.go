@@ -11,9 +11,11 @@ import (
 )
 
 // Handler runs commands. ServeRESP is called for one command of a connection
-// at a time, in order, and writes exactly one reply to c.W. It may block (on
-// a lock, a long script): an event loop then hands its other connections to
-// a new goroutine.
+// at a time, in order, and writes exactly one reply to c.W, or defers it
+// (Conn.Defer) when the reply waits for something other than the CPU: a
+// Raft commit, a forward to the leader. It may block (on a lock, a long
+// script): an event loop then hands its other connections to a new
+// goroutine, which costs far more than a deferral.
 // args alias the reader's buffer and are valid only during the call. Closed is
 // called once when the connection is gone, so the handler can release the
 // state it keeps for it.
@@ -122,6 +124,9 @@ func (s *Server) Serve(ln net.Listener) error {
 			return err
 		}
 		c := s.newConn(nc)
+		if s.pl == nil {
+			c.wk = make(connWake, 1)
+		}
 		s.mu.Lock()
 		if s.closed {
 			s.mu.Unlock()
@@ -133,7 +138,7 @@ func (s *Server) Serve(ln net.Listener) error {
 		s.mu.Unlock()
 		s.total.Add(1)
 		if s.pl == nil {
-			go s.serveConn(c)
+			go s.serveConn(c, c.wk.(connWake))
 		} else if err := s.pl.add(c); err != nil {
 			s.log.Warn("cannot serve connection", "client", c.Addr, "err", err)
 			s.release(c)
@@ -154,7 +159,7 @@ func (s *Server) Close() error {
 		s.pl.close()
 	} else {
 		for c := range s.conns {
-			c.nc.Close()
+			c.abort()
 		}
 	}
 	s.mu.Unlock()
@@ -188,7 +193,7 @@ func (s *Server) Kill(id int64) bool {
 			if s.pl != nil {
 				s.pl.kill(c)
 			} else {
-				c.nc.Close()
+				c.abort()
 			}
 			found = true
 		}
@@ -250,11 +255,17 @@ func (s *Server) forget(c *Conn) {
 
 // flusher sends the pending replies before the connection blocks on a read,
 // so a pipeline gets one write per batch and a lone request is never left
-// waiting for its reply.
-type flusher struct{ c *Conn }
+// waiting for its reply. With deferred replies it first waits for all of
+// them: a goroutine of its own costs a connection little, so it need not
+// read on while they are out, and a pipeline has all its commands deferred
+// before the wait.
+type flusher struct {
+	c    *Conn
+	wake connWake
+}
 
 func (f flusher) Read(p []byte) (int, error) {
-	if err := f.c.flush(); err != nil {
+	if err := f.c.drain(f.wake); err != nil {
 		return 0, err
 	}
 	return f.c.nc.Read(p)
@@ -262,19 +273,25 @@ func (f flusher) Read(p []byte) (int, error) {
 
 // maxPending bounds the reply bytes buffered for a long pipeline before they
 // are written, so a client that pipelines many large GETs does not grow the
-// buffer without bound.
+// buffer without bound. It also bounds the bytes held behind deferred
+// replies.
 const maxPending = 64 << 10
 
+// maxHeld bounds the deferred replies a connection has out at once: past it
+// its further requests wait, so a client pipelining deferred commands
+// without end makes the server hold a bounded number of them.
+const maxHeld = 1024
+
 // serveConn serves c on a goroutine of its own, when there are no event
-// loops.
-func (s *Server) serveConn(c *Conn) {
+// loops. wake is c's notifier.
+func (s *Server) serveConn(c *Conn, wake connWake) {
 	defer func() {
-		c.flush()
+		c.drain(wake)
 		c.nc.Close()
 		s.h.Closed(c)
 		s.forget(c)
 	}()
-	c.setReader(flusher{c})
+	c.setReader(flusher{c, wake})
 	for {
 		args, err := c.rd.Read()
 		if err != nil {
@@ -285,12 +302,49 @@ func (s *Server) serveConn(c *Conn) {
 		if c.closing {
 			return
 		}
-		if c.W.Len() >= maxPending {
-			if c.flush() != nil {
+		if c.W.Len() >= maxPending || c.mustWait() {
+			if c.drain(wake) != nil {
 				return
 			}
 		}
 	}
+}
+
+// drain writes c's replies, and while deferred ones are out waits for them
+// and writes them as they come, until none is left or c is aborted.
+func (c *Conn) drain(wake connWake) error {
+	for {
+		c.settle()
+		if err := c.flush(); err != nil {
+			return err
+		}
+		if len(c.held) == 0 {
+			return nil
+		}
+		if c.aborted.Load() {
+			return net.ErrClosed
+		}
+		<-wake
+	}
+}
+
+// connWake is the notifier of a connection served on a goroutine of its
+// own: drain waits on it.
+type connWake chan struct{}
+
+func (w connWake) notify(*Conn) {
+	select {
+	case w <- struct{}{}:
+	default: // a wake-up is already waiting, and drain looks at everything
+	}
+}
+
+// abort closes a connection served on a goroutine of its own (CLIENT KILL,
+// Close), which may be waiting for deferred replies rather than reading.
+func (c *Conn) abort() {
+	c.aborted.Store(true)
+	c.nc.Close()
+	c.wk.notify(c)
 }
 
 // Conn is one client connection. Its exported fields and the methods not
@@ -313,6 +367,18 @@ type Conn struct {
 	// password; the zero Conn is authenticated, which suits handler tests.
 	unauthed bool
 	closing  bool
+
+	// held are the deferred replies not yet written, oldest first. While
+	// there are any, W.b[:hold] is ready to send and what handlers write
+	// after it is held behind the last of them (settle). heldBytes counts
+	// the bytes held in their after buffers.
+	held      []*Deferred
+	hold      int
+	heldBytes int
+	// wk is told when a deferred reply is resolved: the loop serving c, or
+	// c's connWake.
+	wk      notifier
+	aborted atomic.Bool // abort was called (goroutine per connection)
 
 	// info holds what CLIENT LIST shows, readable from other goroutines.
 	info struct {
@@ -345,20 +411,31 @@ func (c *Conn) SetProto(v int) {
 // (QUIT).
 func (c *Conn) CloseAfterReply() { c.closing = true }
 
+// flush writes W (goroutine per connection). When BeforeReply or the write
+// fails the replies are dropped and c is aborted, so that nothing waits for
+// its deferred replies any more.
 func (c *Conn) flush() error {
 	if len(c.W.b) == 0 {
 		return nil
 	}
+	var err error
 	if sy, ok := c.srv.h.(Syncer); ok {
-		if err := sy.BeforeReply(c); err != nil {
-			c.W.b = c.W.b[:0]
-			c.nc.Close()
-			return err
-		}
+		err = sy.BeforeReply(c)
 	}
-	_, err := c.nc.Write(c.W.b)
-	c.W.reset()
+	if err == nil {
+		_, err = c.nc.Write(c.W.b)
+	}
+	c.written()
+	if err != nil {
+		c.abort()
+	}
 	return err
+}
+
+// written empties W once the socket has taken it all.
+func (c *Conn) written() {
+	c.W.reset()
+	c.hold = 0
 }
 
 // ClientInfo is what CLIENT LIST and CLIENT INFO show for a connection.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"os"
 	"slices"
@@ -26,6 +27,8 @@ import (
 //	BIG n           a bulk of n bytes
 //	BLOCK           waits until the test releases it, then +UNBLOCKED
 //	QUIT            +OK and close
+//	DEFER s         $s, deferred: the test resolves it (h.deferred)
+//	BARRIER s       the same with DeferBarrier
 type testHandler struct {
 	release chan struct{}
 	once    sync.Once
@@ -33,13 +36,24 @@ type testHandler struct {
 	closed  atomic.Int64  // Closed calls
 	syncs   atomic.Int64  // BeforeReply calls (syncHandler)
 	failing atomic.Bool   // BeforeReply fails (syncHandler)
+	served  atomic.Int64  // ServeRESP calls
+	// early counts the calls made while the connection's requests had to
+	// wait for deferred replies (a barrier, QUIT, the bound): never.
+	early    atomic.Int64
+	deferred pendingReplies
 }
 
 func newTestHandler() *testHandler {
-	return &testHandler{release: make(chan struct{}), blocked: make(chan struct{}, 16)}
+	h := &testHandler{release: make(chan struct{}), blocked: make(chan struct{}, 16)}
+	h.deferred.added = make(chan struct{}, 1)
+	return h
 }
 
 func (h *testHandler) ServeRESP(c *Conn, args [][]byte) {
+	h.served.Add(1)
+	if c.mustWait() {
+		h.early.Add(1)
+	}
 	switch strings.ToUpper(string(args[0])) {
 	case "PING":
 		c.W.Status("PONG")
@@ -55,8 +69,94 @@ func (h *testHandler) ServeRESP(c *Conn, args [][]byte) {
 	case "QUIT":
 		c.W.OK()
 		c.CloseAfterReply()
+	case "DEFER":
+		h.deferred.add(c.Defer(), c.W.Proto(), args[1])
+	case "BARRIER":
+		h.deferred.add(c.DeferBarrier(), c.W.Proto(), args[1])
 	default:
 		c.W.Error("ERR unknown command")
+	}
+}
+
+// pendingReplies are the replies the test handler deferred, until the test
+// resolves them.
+type pendingReplies struct {
+	mu    sync.Mutex
+	list  []pendingReply
+	most  int           // the most unresolved at once
+	added chan struct{} // gets a value when list grows
+}
+
+type pendingReply struct {
+	d     *Deferred
+	reply []byte // a bulk of the command's argument
+}
+
+func (p *pendingReplies) add(d *Deferred, proto int, arg []byte) {
+	w := Writer{proto: proto}
+	w.Bulk(arg)
+	p.mu.Lock()
+	p.list = append(p.list, pendingReply{d, w.Bytes()})
+	p.most = max(p.most, len(p.list))
+	p.mu.Unlock()
+	select {
+	case p.added <- struct{}{}:
+	default:
+	}
+}
+
+func (p *pendingReplies) len() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.list)
+}
+
+// take removes and returns the unresolved replies, oldest first.
+func (p *pendingReplies) take() []pendingReply {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	list := p.list
+	p.list = nil
+	return list
+}
+
+// waitFor waits until n replies are unresolved and takes them.
+func (p *pendingReplies) waitFor(t *testing.T, n int) []pendingReply {
+	t.Helper()
+	testwait.For(t, 10*time.Second, fmt.Sprintf("%d deferred replies", n), func() bool { return p.len() == n })
+	return p.take()
+}
+
+// resolveRandomly resolves the replies as they come, on n goroutines that
+// each pick one at random among those waiting, until the test ends.
+func (p *pendingReplies) resolveRandomly(t *testing.T, seed uint64, n int) {
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	t.Cleanup(func() {
+		close(stop)
+		wg.Wait()
+	})
+	for g := range n {
+		rng := rand.New(rand.NewPCG(seed, uint64(g)))
+		wg.Go(func() {
+			for {
+				p.mu.Lock()
+				if len(p.list) == 0 {
+					p.mu.Unlock()
+					select {
+					case <-p.added:
+						continue
+					case <-stop:
+						return
+					}
+				}
+				i := rng.IntN(len(p.list))
+				r := p.list[i]
+				p.list = slices.Delete(p.list, i, i+1)
+				p.mu.Unlock()
+				r.d.Resolve(r.reply)
+			}
+		})
 	}
 }
 
@@ -111,6 +211,15 @@ func serve(t *testing.T, s *Server) string {
 		}
 	})
 	return ln.Addr().String()
+}
+
+// start serves h on a free port, in the mode set chooses, until the test
+// ends.
+func start(t *testing.T, h Handler, set func(*Server)) (*Server, string) {
+	t.Helper()
+	s := NewServer(Config{}, h)
+	set(s)
+	return s, serve(t, s)
 }
 
 type client struct {
@@ -169,6 +278,22 @@ func (c *client) expect(want ...string) {
 		if got := c.reply(); got != w {
 			c.t.Fatalf("got %.60q, want %.60q", got, w)
 		}
+	}
+}
+
+// expectBytes reads len(want) bytes and wants them to be want.
+func (c *client) expectBytes(want []byte) {
+	c.t.Helper()
+	got := make([]byte, len(want))
+	if _, err := io.ReadFull(c.rd, got); err != nil {
+		c.t.Fatalf("reading %d bytes of replies: %v", len(want), err)
+	}
+	if !bytes.Equal(got, want) {
+		i := 0
+		for got[i] == want[i] {
+			i++
+		}
+		c.t.Fatalf("replies differ at byte %d: got %.60q, want %.60q", i, got[i:], want[i:])
 	}
 }
 
