@@ -311,9 +311,7 @@ func (c *client) expectEOF() {
 
 func TestServe_PipelineInOrder(t *testing.T) {
 	eachMode(t, func(t *testing.T, set func(*Server)) {
-		s := NewServer(Config{}, newTestHandler())
-		set(s)
-		addr := serve(t, s)
+		_, addr := start(t, newTestHandler(), set)
 		var wg sync.WaitGroup
 		for k := range 8 {
 			wg.Go(func() {
@@ -340,9 +338,7 @@ func TestServe_PipelineInOrder(t *testing.T) {
 func TestServe_StuckCall(t *testing.T) {
 	eachMode(t, func(t *testing.T, set func(*Server)) {
 		h := newTestHandler()
-		s := NewServer(Config{}, h)
-		set(s)
-		addr := serve(t, s)
+		_, addr := start(t, h, set)
 		a, b := dial(t, addr), dial(t, addr)
 		a.send("BLOCK", "ECHO after")
 		<-h.blocked
@@ -363,9 +359,7 @@ func TestServe_StuckCall(t *testing.T) {
 // client that reads it late, whole, while the loop serves others.
 func TestServe_BigReply(t *testing.T) {
 	eachMode(t, func(t *testing.T, set func(*Server)) {
-		s := NewServer(Config{}, newTestHandler())
-		set(s)
-		addr := serve(t, s)
+		_, addr := start(t, newTestHandler(), set)
 		a, b := dial(t, addr), dial(t, addr)
 		const n = 16 << 20
 		a.send("BIG "+strconv.Itoa(n), "PING")
@@ -381,9 +375,8 @@ func TestServe_BigReply(t *testing.T) {
 func TestServe_CloseAfterReply(t *testing.T) {
 	eachMode(t, func(t *testing.T, set func(*Server)) {
 		h := newTestHandler()
-		s := NewServer(Config{}, h)
-		set(s)
-		c := dial(t, serve(t, s))
+		_, addr := start(t, h, set)
+		c := dial(t, addr)
 		c.send("PING", "QUIT", "PING")
 		c.expect("+PONG", "+OK")
 		c.expectEOF()
@@ -395,9 +388,8 @@ func TestServe_CloseAfterReply(t *testing.T) {
 // then the error, then the connection is closed.
 func TestServe_ProtocolError(t *testing.T) {
 	eachMode(t, func(t *testing.T, set func(*Server)) {
-		s := NewServer(Config{}, newTestHandler())
-		set(s)
-		c := dial(t, serve(t, s))
+		_, addr := start(t, newTestHandler(), set)
+		c := dial(t, addr)
 		c.send("PING", "*1\r\n$x", "PING")
 		c.expect("+PONG", "-ERR Protocol error: invalid bulk length")
 		c.expectEOF()
@@ -407,9 +399,7 @@ func TestServe_ProtocolError(t *testing.T) {
 func TestServe_Kill(t *testing.T) {
 	eachMode(t, func(t *testing.T, set func(*Server)) {
 		h := newTestHandler()
-		s := NewServer(Config{}, h)
-		set(s)
-		addr := serve(t, s)
+		s, addr := start(t, h, set)
 		a, b, stuck := dial(t, addr), dial(t, addr), dial(t, addr)
 		for _, c := range []*client{a, b} {
 			c.send("PING")
@@ -483,9 +473,8 @@ func TestServe_CloseWaitsForCalls(t *testing.T) {
 func TestServe_BeforeReply(t *testing.T) {
 	eachMode(t, func(t *testing.T, set func(*Server)) {
 		h := syncHandler{newTestHandler()}
-		s := NewServer(Config{}, h)
-		set(s)
-		c := dial(t, serve(t, s))
+		_, addr := start(t, h, set)
+		c := dial(t, addr)
 		c.send("PING", "PING")
 		c.expect("+PONG", "+PONG")
 		if h.syncs.Load() == 0 {
