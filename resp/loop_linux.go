@@ -262,6 +262,9 @@ type loop struct {
 	pending []*Conn // have replies to write at the end of the round
 	again   []*Conn // may have whole requests left in their reader
 	ev      syscall.EpollEvent
+	// spare is the other buffer of the resolved list: intake swaps them,
+	// so that deferred replies cost the round no allocation.
+	spare []*Conn
 
 	mu       sync.Mutex // guards the fields below
 	owner    uint64     // generation of the goroutine running the loop
@@ -379,7 +382,7 @@ func (l *loop) run(gen uint64) {
 func (l *loop) intake() bool {
 	l.mu.Lock()
 	stuck, back, kill, incoming, resolved, closed := l.stuck, l.back, l.kill, l.incoming, l.resolved, l.closed
-	l.stuck, l.back, l.kill, l.incoming, l.resolved = nil, nil, nil, nil, nil
+	l.stuck, l.back, l.kill, l.incoming, l.resolved = nil, nil, nil, nil, l.spare
 	for _, c := range resolved {
 		c.ls.resolved = false
 	}
@@ -419,6 +422,8 @@ func (l *loop) intake() bool {
 			l.queue(c)
 		}
 	}
+	clear(resolved)
+	l.spare = resolved[:0]
 	if !closed {
 		return true
 	}
