@@ -27,14 +27,14 @@ type notifier interface {
 // on being served meanwhile; the replies of its later commands wait behind
 // the deferred one, so the client sees every reply in request order.
 //
-// A connection has at most maxHeld (1024) deferred replies out, and at most
-// maxPending bytes of replies held behind them: past that its further
+// A connection has at most 1024 deferred replies out (maxHeld), and at most
+// 64 KiB of replies held behind them (maxPending): past that its further
 // requests are not read until replies are resolved.
 func (c *Conn) Defer() *Deferred { return c.deferReply(false) }
 
 // DeferBarrier is Defer, and the connection's next requests are not served
-// until d and every deferred reply before it are resolved: for commands
-// whose result changes the connection's state (WATCH, AUTH checked
+// until this reply and every deferred one before it are resolved: for
+// commands whose result changes the connection's state (WATCH, AUTH checked
 // remotely), which the next commands depend on.
 func (c *Conn) DeferBarrier() *Deferred { return c.deferReply(true) }
 
@@ -52,9 +52,10 @@ func (c *Conn) deferReply(barrier bool) *Deferred {
 // Resolve delivers the reply: complete RESP bytes in the connection's
 // protocol (c.W.Proto() when it was deferred). Resolve takes ownership of
 // reply: the caller must not change it afterwards. It is safe from any
-// goroutine and never blocks on the connection; it must be called exactly
-// once. On a connection that is closed it does nothing: its held replies
-// were dropped with it.
+// goroutine, the handler's call included, and never blocks on the
+// connection; it must be called exactly once (a second call panics). On a
+// connection that is closed it does nothing: its held replies were dropped
+// with it.
 func (d *Deferred) Resolve(reply []byte) {
 	if d.done.Load() {
 		panic("resp: Deferred resolved twice")

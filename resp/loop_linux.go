@@ -262,6 +262,14 @@ type loop struct {
 	pending []*Conn // have replies to write at the end of the round
 	again   []*Conn // may have whole requests left in their reader
 	ev      syscall.EpollEvent
+	// spare is the other buffer of the resolved list: intake swaps them,
+	// so that deferred replies cost the round no allocation.
+	spare []*Conn
+	// poll is pollEvents, bound once so that a round's wait allocates no
+	// closure; block is its argument and ready its result.
+	poll  func(uintptr) bool
+	block bool
+	ready int
 
 	mu       sync.Mutex // guards the fields below
 	owner    uint64     // generation of the goroutine running the loop
@@ -289,6 +297,7 @@ func newLoop(s *Server) (*loop, error) {
 	}
 	l := &loop{s: s, epfd: epfd, wakeR: p[0], wakeW: p[1],
 		conns: make(map[int32]*Conn), events: make([]syscall.EpollEvent, loopEvents)}
+	l.poll = l.pollEvents
 	fail := func(err error) (*loop, error) {
 		l.release()
 		return nil, err
@@ -379,7 +388,7 @@ func (l *loop) run(gen uint64) {
 func (l *loop) intake() bool {
 	l.mu.Lock()
 	stuck, back, kill, incoming, resolved, closed := l.stuck, l.back, l.kill, l.incoming, l.resolved, l.closed
-	l.stuck, l.back, l.kill, l.incoming, l.resolved = nil, nil, nil, nil, nil
+	l.stuck, l.back, l.kill, l.incoming, l.resolved = nil, nil, nil, nil, l.spare
 	for _, c := range resolved {
 		c.ls.resolved = false
 	}
@@ -419,6 +428,8 @@ func (l *loop) intake() bool {
 			l.queue(c)
 		}
 	}
+	clear(resolved)
+	l.spare = resolved[:0]
 	if !closed {
 		return true
 	}
@@ -432,19 +443,22 @@ func (l *loop) intake() bool {
 // wait returns the number of ready events in l.events; with block it parks
 // the goroutine until there is one.
 func (l *loop) wait(block bool) int {
-	n := 0
-	err := l.rc.Read(func(uintptr) bool {
-		var err error
-		n, err = rawEpollWait(l.epfd, l.events)
-		if err != nil {
-			n = 0
-		}
-		return n > 0 || !block
-	})
-	if err != nil {
+	l.block = block
+	if err := l.rc.Read(l.poll); err != nil {
 		l.s.log.Error("epoll wait failed", "err", err)
 	}
-	return n
+	return l.ready
+}
+
+// pollEvents is wait's look at epoll; Go's poller runs it again when epoll
+// has events until it reports true.
+func (l *loop) pollEvents(uintptr) bool {
+	n, err := rawEpollWait(l.epfd, l.events)
+	if err != nil {
+		n = 0
+	}
+	l.ready = n
+	return n > 0 || !l.block
 }
 
 func (l *loop) drainWake() {

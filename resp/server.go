@@ -30,6 +30,8 @@ type Handler interface {
 // on an event loop the first wait of a round covers every connection's.
 // When it fails the replies are dropped and the connection is closed: a
 // client must never see an acknowledgement of a change that was not saved.
+// Resolved deferred replies leave the same way, after a BeforeReply that
+// also covers the replies held behind them.
 type Syncer interface {
 	BeforeReply(c *Conn) error
 }

@@ -129,7 +129,7 @@ func (p *pendingReplies) waitFor(t *testing.T, n int) []pendingReply {
 
 // resolveRandomly resolves the replies as they come, on n goroutines that
 // each pick one at random among those waiting, until the test ends.
-func (p *pendingReplies) resolveRandomly(t *testing.T, seed uint64, n int) {
+func (p *pendingReplies) resolveRandomly(t testing.TB, seed uint64, n int) {
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	t.Cleanup(func() {
@@ -489,37 +489,46 @@ func TestServe_BeforeReply(t *testing.T) {
 // BenchmarkServe measures a round trip through a real socket: one batch of
 // p PINGs written at once and their replies read back, as redis-benchmark
 // -P p does. It is what a change to the loops or the reply path must not
-// slow down.
+// slow down. The -deferred cases defer every reply and resolve it on
+// another goroutine, as a Raft leader would once the entry commits.
 func BenchmarkServe(b *testing.B) {
+	cases := []struct{ name, req, reply string }{
+		{"", "*1\r\n$4\r\nPING\r\n", "+PONG\r\n"},
+		{"-deferred", "*2\r\n$5\r\nDEFER\r\n$1\r\nx\r\n", "$1\r\nx\r\n"},
+	}
 	for _, m := range modes {
-		for _, p := range []int{1, 16} {
-			b.Run(fmt.Sprintf("%s/P%d", m.name, p), func(b *testing.B) {
-				s := NewServer(Config{}, newTestHandler())
-				m.set(s)
-				ln, err := net.Listen("tcp", "127.0.0.1:0")
-				if err != nil {
-					b.Fatal(err)
-				}
-				go s.Serve(ln)
-				defer s.Close()
-				nc, err := net.Dial("tcp", ln.Addr().String())
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer nc.Close()
-				req := []byte(strings.Repeat("*1\r\n$4\r\nPING\r\n", p))
-				want := []byte(strings.Repeat("+PONG\r\n", p))
-				got := make([]byte, len(want))
-				b.ReportAllocs()
-				for b.Loop() {
-					if _, err := nc.Write(req); err != nil {
+		for _, bc := range cases {
+			for _, p := range []int{1, 16} {
+				b.Run(fmt.Sprintf("%s/P%d%s", m.name, p, bc.name), func(b *testing.B) {
+					h := newTestHandler()
+					h.deferred.resolveRandomly(b, 1, 1)
+					s := NewServer(Config{}, h)
+					m.set(s)
+					ln, err := net.Listen("tcp", "127.0.0.1:0")
+					if err != nil {
 						b.Fatal(err)
 					}
-					if _, err := io.ReadFull(nc, got); err != nil || !bytes.Equal(got, want) {
-						b.Fatalf("read %q, %v", got, err)
+					go s.Serve(ln)
+					defer s.Close()
+					nc, err := net.Dial("tcp", ln.Addr().String())
+					if err != nil {
+						b.Fatal(err)
 					}
-				}
-			})
+					defer nc.Close()
+					req := []byte(strings.Repeat(bc.req, p))
+					want := []byte(strings.Repeat(bc.reply, p))
+					got := make([]byte, len(want))
+					b.ReportAllocs()
+					for b.Loop() {
+						if _, err := nc.Write(req); err != nil {
+							b.Fatal(err)
+						}
+						if _, err := io.ReadFull(nc, got); err != nil || !bytes.Equal(got, want) {
+							b.Fatalf("read %q, %v", got, err)
+						}
+					}
+				})
+			}
 		}
 	}
 }
