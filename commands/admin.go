@@ -3,6 +3,7 @@ package commands
 import (
 	"crypto/sha1"
 	"encoding/hex"
+	"math"
 	"strconv"
 
 	"github.com/throttleddb/throttled/store"
@@ -138,18 +139,34 @@ func debugClock(c *Ctx) {
 		return
 	}
 	if is(op, "SET") {
-		m.Set(n)
-		c.W.Int(n)
+		c.setClock(n)
 		return
 	}
 	if n < 0 {
 		c.W.Error("ERR DEBUG CLOCK ADVANCE takes a non-negative number of nanoseconds")
 		return
 	}
-	t, err := m.Advance(n)
-	if err != nil {
-		c.W.Error("ERR DEBUG CLOCK ADVANCE would overflow the clock")
+	if c.Conn == nil {
+		// A Raft replica applies ADVANCE from the entry's instant, the
+		// leader's clock, so that every member's clock lands on the
+		// same time whatever its own said.
+		if now := c.Tx.Now(); now <= math.MaxInt64-n {
+			c.setClock(now + n)
+			return
+		}
+	} else if t, err := m.Advance(n); err == nil {
+		c.W.Int(t)
 		return
+	}
+	c.W.Error("ERR DEBUG CLOCK ADVANCE would overflow the clock")
+}
+
+// setClock sets the debug clock to t and replies t. On a Raft replica
+// (applying the command) the cluster's time moves to t with it.
+func (c *Ctx) setClock(t int64) {
+	c.srv.cfg.Manual.Set(t)
+	if cl := c.srv.cluster; cl != nil && c.Conn == nil {
+		cl.SetInstant(t)
 	}
 	c.W.Int(t)
 }

@@ -91,6 +91,11 @@ type Cluster interface {
 	// AppliedInstant is the instant of the last entry applied: the node
 	// reads its keyspace at it (DEBUG DIGEST), never at its own clock.
 	AppliedInstant() int64
+	// SetInstant is called by the apply of DEBUG CLOCK SET or ADVANCE, on
+	// every replica: the cluster's time is now from this entry on, even if
+	// that is earlier than the last entry's (as a single node's DEBUG CLOCK
+	// SET may move time back).
+	SetInstant(now int64)
 }
 
 // SetCluster makes the server send keyspace commands to cl instead of
@@ -113,8 +118,9 @@ func raftCmd(c *Ctx) {
 }
 
 // logged reports whether a command goes through the log when the node is
-// replicated: whatever reads or writes the keyspace, transactions, and the
-// script cache's changes (every replica must know a script EVALSHA names).
+// replicated: whatever reads or writes the keyspace, transactions, the
+// script cache (every replica must know a script EVALSHA names; EXISTS
+// reads it at its place in the history) and DEBUG CLOCK SET/ADVANCE.
 func logged(spec *Spec, args [][]byte) bool {
 	switch {
 	case spec.Flags&(Write|ReadOnly) != 0:
@@ -122,7 +128,12 @@ func logged(spec *Spec, args [][]byte) bool {
 	case spec.Name == "exec", spec.Name == "watch":
 		return true
 	case spec.Name == "script":
-		return is(args[1], "LOAD") || is(args[1], "FLUSH")
+		return is(args[1], "LOAD") || is(args[1], "FLUSH") || is(args[1], "EXISTS")
+	case spec.Name == "debug":
+		// Moving the debug clock moves every member's, so a test's
+		// timeline runs through any member (the leader stamps entries
+		// with its clock, never earlier than the last entry's).
+		return len(args) == 4 && is(args[1], "CLOCK")
 	}
 	return false
 }

@@ -75,6 +75,7 @@ import (
 	"time"
 
 	"github.com/throttleddb/throttled/internal/proc"
+	"github.com/throttleddb/throttled/replication/raft/rafttest"
 	"github.com/throttleddb/throttled/server"
 	"github.com/throttleddb/throttled/server/servertest"
 )
@@ -102,6 +103,9 @@ func TestScripts(t *testing.T) {
 				// that throttled is then checked against.
 				targets = []string{"redis", "throttled"}
 			}
+			if parseScript(t, path).raft {
+				targets = append(targets, "raft")
+			}
 			for _, target := range targets {
 				t.Run(target, func(t *testing.T) { runScript(t, path, target) })
 			}
@@ -114,6 +118,7 @@ type script struct {
 	lines  []string
 	target string // both, throttled or redis
 	pass   string // requirepass
+	raft   bool   // "# raft: yes": also run on a Raft follower
 	blocks []*block
 }
 
@@ -145,6 +150,8 @@ func parseScript(t *testing.T, path string) *script {
 				s.target = strings.TrimSpace(v)
 			case "requirepass":
 				s.pass = strings.TrimSpace(v)
+			case "raft":
+				s.raft = strings.TrimSpace(v) == "yes"
 			}
 			continue
 		}
@@ -182,9 +189,14 @@ func firstWord(l string) string {
 func runScript(t *testing.T, path, target string) {
 	s := parseScript(t, path)
 	r := &runner{t: t, s: s, conns: map[string]*conn{}, cur: "main"}
-	if target == "redis" {
+	switch target {
+	case "redis":
 		r.addr = startRedis(t, s.pass)
-	} else {
+	case "raft":
+		// A follower of a 3-member Raft cluster: every command goes
+		// through the log and the leader, and must answer as one node.
+		r.addr = rafttest.New(t, 3, server.Config{RequirePass: s.pass}).Follower().Node.Addr()
+	default:
 		r.addr = servertest.Start(t, server.Config{DebugClock: true, RequirePass: s.pass}).Addr()
 	}
 	t.Cleanup(r.close)

@@ -146,7 +146,6 @@ func Start(cfg Config) (*Node, error) {
 			ln.Close()
 			return nil, err
 		}
-		cmds.SetCluster(n.raft)
 		// A replica changes its keyspace only by applying the log, so
 		// its expiry follows the log's time, never its own clock.
 		sweepNow = n.raft.AppliedInstant

@@ -8,49 +8,51 @@ import (
 
 	"github.com/throttleddb/throttled/commands"
 	"github.com/throttleddb/throttled/internal/testwait"
+	"github.com/throttleddb/throttled/replication/raft/rafttest"
+	"github.com/throttleddb/throttled/server"
 )
 
 // RAFT MEMBERS, LEADER and INFO replication answer from the node asked, and
 // agree.
 func TestRaft_MembersLeaderInfo(t *testing.T) {
-	c := newCluster(t, 3)
-	lead := c.leader()
-	for _, m := range c.members {
-		testwait.For(t, 10*time.Second, m.id+" knows every RESP address", func() bool {
-			members, ok := c.do(m, "RAFT", "MEMBERS").([]any)
+	c := rafttest.New(t, 3, server.Config{})
+	lead := c.Leader()
+	for _, m := range c.Members {
+		testwait.For(t, 10*time.Second, m.ID+" knows every RESP address", func() bool {
+			members, ok := c.Do(m, "RAFT", "MEMBERS").([]any)
 			if !ok || len(members) != 3 {
 				return false
 			}
-			for i, o := range c.members {
+			for i, o := range c.Members {
 				e := members[i].([]any)
 				role := "follower"
 				if o == lead {
 					role = "leader"
 				}
-				if e[0] != o.id || e[1] != string(o.addr) || e[2] != o.node.Addr() || e[3] != role {
+				if e[0] != o.ID || e[1] != string(o.Addr) || e[2] != o.Node.Addr() || e[3] != role {
 					return false
 				}
 			}
 			return true
 		})
-		if got := fmt.Sprint(c.do(m, "RAFT", "LEADER")); got != fmt.Sprint([]any{lead.id, lead.node.Addr()}) {
-			t.Fatalf("RAFT LEADER on %s: %s", m.id, got)
+		if got := fmt.Sprint(c.Do(m, "RAFT", "LEADER")); got != fmt.Sprint([]any{lead.ID, lead.Node.Addr()}) {
+			t.Fatalf("RAFT LEADER on %s: %s", m.ID, got)
 		}
-		info := fmt.Sprint(c.do(m, "INFO", "replication"))
+		info := fmt.Sprint(c.Do(m, "INFO", "replication"))
 		state := "follower"
 		if m == lead {
 			state = "leader"
 		}
-		for _, want := range []string{"raft_state:" + state, "raft_leader_id:" + lead.id, "raft_members:3", "raft_term:", "raft_commit_index:", "raft_applied_index:", "raft_member_n1:addr="} {
+		for _, want := range []string{"raft_state:" + state, "raft_leader_id:" + lead.ID, "raft_members:3", "raft_term:", "raft_commit_index:", "raft_applied_index:", "raft_member_n1:addr="} {
 			if !strings.Contains(info, want) {
-				t.Fatalf("INFO replication on %s lacks %q:\n%s", m.id, want, info)
+				t.Fatalf("INFO replication on %s lacks %q:\n%s", m.ID, want, info)
 			}
 		}
 	}
-	if got := fmt.Sprint(c.do(lead, "RAFT", "NOPE")); !strings.HasPrefix(got, "ERR unknown subcommand 'NOPE'") {
+	if got := fmt.Sprint(c.Do(lead, "RAFT", "NOPE")); !strings.HasPrefix(got, "ERR unknown subcommand 'NOPE'") {
 		t.Fatalf("RAFT NOPE: %s", got)
 	}
-	if got := fmt.Sprint(c.do(lead, "RAFT", "REMOVE")); !strings.Contains(got, "wrong number of arguments for 'raft|remove'") {
+	if got := fmt.Sprint(c.Do(lead, "RAFT", "REMOVE")); !strings.Contains(got, "wrong number of arguments for 'raft|remove'") {
 		t.Fatalf("RAFT REMOVE: %s", got)
 	}
 }
@@ -58,29 +60,29 @@ func TestRaft_MembersLeaderInfo(t *testing.T) {
 // RAFT TRANSFER from a follower moves leadership; RAFT REMOVE takes a member
 // out and the rest go on.
 func TestRaft_TransferAndRemove(t *testing.T) {
-	c := newCluster(t, 3)
-	lead := c.leader()
-	var target *member
-	for _, m := range c.members {
+	c := rafttest.New(t, 3, server.Config{})
+	lead := c.Leader()
+	var target *rafttest.Member
+	for _, m := range c.Members {
 		if m != lead {
 			target = m
 			break
 		}
 	}
-	if got := c.do(target, "RAFT", "TRANSFER", target.id); got != "OK" {
-		t.Fatalf("RAFT TRANSFER %s: %v", target.id, got)
+	if got := c.Do(target, "RAFT", "TRANSFER", target.ID); got != "OK" {
+		t.Fatalf("RAFT TRANSFER %s: %v", target.ID, got)
 	}
-	if got := c.leader(); got != target {
-		t.Fatalf("leader after the transfer: %s, want %s", got.id, target.id)
+	if got := c.Leader(); got != target {
+		t.Fatalf("leader after the transfer: %s, want %s", got.ID, target.ID)
 	}
-	if got := c.do(lead, "RAFT", "REMOVE", lead.id); got != "OK" {
-		t.Fatalf("RAFT REMOVE %s: %v", lead.id, got)
+	if got := c.Do(lead, "RAFT", "REMOVE", lead.ID); got != "OK" {
+		t.Fatalf("RAFT REMOVE %s: %v", lead.ID, got)
 	}
 	testwait.For(t, 10*time.Second, "two members listed", func() bool {
-		members, ok := c.do(target, "RAFT", "MEMBERS").([]any)
+		members, ok := c.Do(target, "RAFT", "MEMBERS").([]any)
 		return ok && len(members) == 2
 	})
-	if got := c.do(target, "INCR", "n"); got != int64(1) {
+	if got := c.Do(target, "INCR", "n"); got != int64(1) {
 		t.Fatalf("INCR after the removal: %v", got)
 	}
 }
@@ -89,8 +91,8 @@ func TestRaft_TransferAndRemove(t *testing.T) {
 // not go through the log, or bytes that are no command, are refused, and the
 // cluster goes on.
 func TestRaft_ForwardRefusesWhatNoMemberSends(t *testing.T) {
-	c := newCluster(t, 3)
-	lead := c.leader()
+	c := rafttest.New(t, 3, server.Config{})
+	lead := c.Leader()
 	bad := [][]byte{
 		[]byte("garbage"),
 		(&commands.Command{Proto: 2, Args: [][]byte{[]byte("CLIENT"), []byte("LIST")}}).AppendBinary(nil),
@@ -100,13 +102,13 @@ func TestRaft_ForwardRefusesWhatNoMemberSends(t *testing.T) {
 		(&commands.Command{Proto: 2, Exec: [][][]byte{{[]byte("DEBUG"), []byte("CLOCK")}}}).AppendBinary(nil),
 	}
 	for _, b := range bad {
-		if got := fmt.Sprint(c.do(lead, "RAFT", "FORWARD", b)); !strings.Contains(got, "not a command to forward") {
+		if got := fmt.Sprint(c.Do(lead, "RAFT", "FORWARD", b)); !strings.Contains(got, "not a command to forward") {
 			t.Fatalf("RAFT FORWARD %q: %s", b, got)
 		}
 	}
 	good := (&commands.Command{Proto: 2, Args: [][]byte{[]byte("INCR"), []byte("n")}}).AppendBinary(nil)
-	if got := c.do(lead, "RAFT", "FORWARD", good); got != int64(1) {
+	if got := c.Do(lead, "RAFT", "FORWARD", good); got != int64(1) {
 		t.Fatalf("RAFT FORWARD INCR: %v", got)
 	}
-	c.converged()
+	c.Converged()
 }

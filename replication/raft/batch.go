@@ -55,6 +55,13 @@ func (b *batcher) resume(applied int64) {
 	b.mu.Unlock()
 }
 
+// setLast makes now the last instant stamped (DEBUG CLOCK SET).
+func (b *batcher) setLast(now int64) {
+	b.mu.Lock()
+	b.last = now
+	b.mu.Unlock()
+}
+
 // stamp returns the instant for a new entry: the clock, but never earlier
 // than an instant stamped or applied before (a new leader's clock may be
 // behind the old one's).

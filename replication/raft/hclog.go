@@ -33,7 +33,7 @@ func (w slogWriter) Write(p []byte) (int, error) {
 		}
 	}
 	if _, rest, ok := bytes.Cut(line, []byte("] ")); ok {
-		line = rest
+		line = bytes.TrimSpace(rest)
 	}
 	w.log.Log(context.Background(), level, string(line))
 	return len(p), nil

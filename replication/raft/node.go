@@ -103,8 +103,9 @@ type Node struct {
 
 var _ commands.Cluster = (*Node)(nil)
 
-// Start starts a member serving cmds. It bootstraps the cluster from
-// cfg.Peers if there is no Raft state yet, or asks cfg.Join to add it.
+// Start starts a member serving cmds, and makes cmds send its commands to it
+// (commands.Server.SetCluster). It bootstraps the cluster from cfg.Peers if
+// there is no Raft state yet, or asks cfg.Join to add it.
 func Start(cfg Config, cmds *commands.Server, parts Parts) (*Node, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -143,11 +144,14 @@ func Start(cfg Config, cmds *commands.Server, parts Parts) (*Node, error) {
 			return nil, fmt.Errorf("raft: bootstrap: %w", err)
 		}
 	}
+	// The server must send its commands here before Raft applies the
+	// first entry (a restart replays the log at once).
+	cmds.SetCluster(n)
+	n.batch = newBatcher(n)
+	n.fwd = newForwarder(cfg.Password, cfg.Logger)
 	if n.r, err = hraft.NewRaft(rc, n.fsm, parts.Logs, parts.Stable, parts.Snaps, parts.Trans); err != nil {
 		return nil, err
 	}
-	n.batch = newBatcher(n)
-	n.fwd = newForwarder(cfg.Password, cfg.Logger)
 	events := make(chan hraft.Observation, 16)
 	n.obs = hraft.NewObserver(events, false, func(o *hraft.Observation) bool {
 		switch o.Data.(type) {
@@ -204,6 +208,14 @@ func (n *Node) Close() error {
 		err = errors.Join(err, c.Close())
 	}
 	return err
+}
+
+// SetInstant implements commands.Cluster: the apply of DEBUG CLOCK SET or
+// ADVANCE moves the cluster's time, on every replica, so that entries from
+// the next on are applied, and stamped by whichever member leads, from it.
+func (n *Node) SetInstant(now int64) {
+	n.fsm.instant.Store(now)
+	n.batch.setLast(now)
 }
 
 // AppliedInstant returns the instant of the last applied entry: the node's

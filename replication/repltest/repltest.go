@@ -30,8 +30,8 @@ type Cluster interface {
 	Size() int
 	// Client returns a client of member i (RESP2, no retries).
 	Client(i int) *redis.Client
-	// Restart stops member i and starts it again with its data.
-	Restart(i int)
+	// RestartMember stops member i and starts it again with its data.
+	RestartMember(i int)
 }
 
 // Start starts a group of n members with the debug clock.
@@ -158,7 +158,7 @@ func restartCatchesUp(t *testing.T, c Cluster) {
 	for i := range 50 {
 		mustDo(t, c.Client(i%c.Size()), "INCR", "n")
 	}
-	c.Restart(2)
+	c.RestartMember(2)
 	setClocks(t, c, nil, t0)
 	for i := range 50 {
 		mustDo(t, c.Client(i%2), "CL.THROTTLE", "k", 1000, 1, 1)
