@@ -41,6 +41,9 @@ func newSettings(s *Server) *settings {
 			if err != nil {
 				return errors.New("argument must be a memory value")
 			}
+			if err := s.boundable(); err != nil {
+				return err
+			}
 			mk, _ := s.store.Limits()
 			s.store.SetLimits(mk, n)
 			return nil
@@ -52,6 +55,9 @@ func newSettings(s *Server) *settings {
 			n, ok := store.ParseInt([]byte(v))
 			if !ok || n < 0 {
 				return errors.New("argument couldn't be parsed into an integer")
+			}
+			if err := s.boundable(); err != nil {
+				return err
 			}
 			_, mm := s.store.Limits()
 			s.store.SetLimits(n, mm)
@@ -74,6 +80,16 @@ func newSettings(s *Server) *settings {
 	}
 	slices.SortFunc(list, func(a, b setting) int { return strings.Compare(a.name, b.name) })
 	return &settings{list: list}
+}
+
+// boundable refuses a keyspace bound on a Raft node: eviction samples each
+// node's own hash layout, so replicas would evict different keys (the
+// flags are refused at start for the same reason).
+func (s *Server) boundable() error {
+	if s.cluster != nil {
+		return errors.New("cannot be set on a Raft node: replicas would evict different keys")
+	}
+	return nil
 }
 
 func (st *settings) find(name string) *setting {

@@ -55,6 +55,9 @@ func TestRaft_MembersLeaderInfo(t *testing.T) {
 	if got := fmt.Sprint(c.Do(lead, "RAFT", "REMOVE")); !strings.Contains(got, "wrong number of arguments for 'raft|remove'") {
 		t.Fatalf("RAFT REMOVE: %s", got)
 	}
+	if got := fmt.Sprint(c.Do(lead, "CONFIG", "SET", "maxkeys", "10")); !strings.Contains(got, "cannot be set on a Raft node") {
+		t.Fatalf("CONFIG SET maxkeys on a Raft node: %s", got)
+	}
 }
 
 // RAFT TRANSFER from a follower moves leadership; RAFT REMOVE takes a member
