@@ -8,10 +8,13 @@ import (
 	"io"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/throttleddb/throttled/internal/testwait"
+	"github.com/throttleddb/throttled/replication/raft/rafttest"
 	"github.com/throttleddb/throttled/server"
 	"github.com/throttleddb/throttled/server/servertest"
 )
@@ -37,13 +40,51 @@ func e2eNode(t testing.TB, cfg server.Config) *server.Node {
 	t.Helper()
 	cfg.DebugClock = true
 	n := servertest.Start(t, cfg)
+	e2eSetClock(t, n, cfg.RequirePass)
+	return n
+}
+
+// e2eSetClock sets n's debug clock to e2eClockStart over the wire.
+func e2eSetClock(t testing.TB, n *server.Node, pass string) {
+	t.Helper()
 	c := e2eDial(t, n.Addr())
-	if cfg.RequirePass != "" {
-		e2eMustDo(t, c, "+OK\r\n", "AUTH", cfg.RequirePass)
+	if pass != "" {
+		e2eMustDo(t, c, "+OK\r\n", "AUTH", pass)
 	}
 	e2eMustDo(t, c, ":"+strconv.FormatInt(e2eClockStart, 10)+"\r\n", "DEBUG", "CLOCK", "SET", strconv.FormatInt(e2eClockStart, 10))
 	c.Close()
-	return n
+}
+
+// e2eStart starts a node for a test: e2eNode, or e2eFollower.
+type e2eStart func(testing.TB, server.Config) *server.Node
+
+// e2eModes runs fn against a single node and against a follower of a
+// 3-member Raft cluster, which must serve a client unchanged: every command
+// it forwards to the leader, DEBUG CLOCK moving the whole cluster's time.
+func e2eModes(t *testing.T, fn func(t *testing.T, start e2eStart)) {
+	t.Run("single", func(t *testing.T) { fn(t, e2eNode) })
+	t.Run("raft", func(t *testing.T) { fn(t, e2eFollower) })
+}
+
+// e2eFollower starts a 3-member Raft cluster with cfg and returns one of
+// its followers, its clock (the cluster's) set as e2eNode sets it.
+func e2eFollower(t testing.TB, cfg server.Config) *server.Node {
+	t.Helper()
+	m := rafttest.New(t, 3, cfg).Follower()
+	e2eSetClock(t, m.Node, cfg.RequirePass)
+	// The harness's own client leaves, so that the test sees only its
+	// own connections in CLIENT LIST.
+	m.Client.Close()
+	c := e2eDial(t, m.Node.Addr())
+	if cfg.RequirePass != "" {
+		e2eMustDo(t, c, "+OK\r\n", "AUTH", cfg.RequirePass)
+	}
+	testwait.For(t, 10*time.Second, "the harness's client gone", func() bool {
+		list, err := c.Do("CLIENT", "LIST")
+		return err == nil && strings.Count(list, " addr=") == 1
+	})
+	c.Close()
+	return m.Node
 }
 
 // e2eConn is a raw client connection that reads whole replies.
