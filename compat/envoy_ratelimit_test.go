@@ -62,11 +62,11 @@ func TestEnvoyRatelimit(t *testing.T) {
 
 	t.Run("Service", func(t *testing.T) {
 		t.Parallel()
-		envoyServiceTest(t, bin)
+		e2eModes(t, func(t *testing.T, start e2eStart) { envoyServiceTest(t, bin, start) })
 	})
 	t.Run("Example", func(t *testing.T) {
 		t.Parallel()
-		envoyExampleTest(t, bin)
+		e2eModes(t, func(t *testing.T, start e2eStart) { envoyExampleTest(t, bin, start) })
 	})
 	t.Run("OwnIntegrationTests", func(t *testing.T) {
 		t.Parallel()
@@ -204,9 +204,9 @@ type envoyStep struct {
 	statuses    []string
 }
 
-func envoyServiceTest(t *testing.T, bin string) {
+func envoyServiceTest(t *testing.T, bin string, start e2eStart) {
 	const pass = "s3cret"
-	n := e2eNode(t, server.Config{RequirePass: pass})
+	n := start(t, server.Config{RequirePass: pass})
 
 	root := t.TempDir()
 	cfgDir := filepath.Join(root, "ratelimit", "config")
@@ -287,7 +287,16 @@ func envoyServiceTest(t *testing.T, bin string) {
 	// Counted before this test's own GETs: 4 requests of one descriptor and
 	// 2 of two; no GET (only sent with STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT);
 	// no command failed.
-	stats := envoyCommandStats(t, c)
+	// A Raft follower counts a command when it applies it, a moment
+	// after the client had its reply: wait for the counts a little.
+	var stats map[string][2]int
+	counted := func() bool {
+		stats = envoyCommandStats(t, c)
+		return stats["incrby"][0] == 8 && stats["expire"][0] == 8
+	}
+	for deadline := time.Now().Add(5 * time.Second); !counted() && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
 	for name, want := range map[string]int{"incrby": 8, "expire": 8, "get": 0} {
 		if got := stats[name][0]; got != want {
 			t.Errorf("INFO commandstats: %s calls: got %d, want %d", name, got, want)
@@ -311,8 +320,8 @@ func envoyServiceTest(t *testing.T, bin string) {
 // envoyExampleTest runs the service as examples/envoy configures it (its
 // ratelimit.env and ratelimit/config/apis.yaml, with free ports and the
 // node's address put in) and checks the example's limits.
-func envoyExampleTest(t *testing.T, bin string) {
-	n := e2eNode(t, server.Config{})
+func envoyExampleTest(t *testing.T, bin string, start e2eStart) {
+	n := start(t, server.Config{})
 	example := filepath.Join("..", "examples", "envoy")
 	root := t.TempDir()
 	cfgDir := filepath.Join(root, "ratelimit", "config")
