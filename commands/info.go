@@ -5,7 +5,6 @@ import (
 	"github.com/throttleddb/throttled/internal/memsize"
 	"os"
 	"runtime"
-	"slices"
 	"strings"
 	"time"
 
@@ -120,7 +119,7 @@ func (s *Server) infoSection(b []byte, sec string) []byte {
 			conns = net.ConnectionsReceived()
 		}
 		line("total_connections_received", conns)
-		line("total_commands_processed", s.commandsProcessed.Load())
+		line("total_commands_processed", s.CommandsProcessed())
 		line("expired_keys", s.store.ExpiredKeys())
 		line("evicted_keys", s.store.EvictedKeys())
 		line("rejected_connections", 0)
@@ -141,18 +140,11 @@ func (s *Server) infoSection(b []byte, sec string) []byte {
 		line("used_cpu_sys", fmt.Sprintf("%.6f", sys))
 		line("used_cpu_user", fmt.Sprintf("%.6f", u))
 	case "commandstats":
-		list := make([]*Spec, 0, len(s.stats))
-		for sp := range s.stats {
-			list = append(list, sp)
-		}
-		slices.SortFunc(list, func(a, b *Spec) int { return strings.Compare(a.Name, b.Name) })
-		for _, sp := range list {
-			s.stats[sp].each(sp, func(name string, st *cmdStats) {
-				if calls := st.calls.Load(); calls > 0 {
-					b = fmt.Appendf(b, "cmdstat_%s:calls=%d,usec=0,usec_per_call=0.00,rejected_calls=0,failed_calls=%d\r\n", name, calls, st.errors.Load())
-				}
-			})
-		}
+		s.CommandStats(func(cs *CommandStats) {
+			usec := cs.Time.Microseconds()
+			b = fmt.Appendf(b, "cmdstat_%s:calls=%d,usec=%d,usec_per_call=%.2f,rejected_calls=0,failed_calls=%d\r\n",
+				cs.Name, cs.Calls, usec, float64(usec)/float64(cs.Calls), cs.Errors)
+		})
 	case "keyspace":
 		for db := range s.store.Databases() {
 			if keys, exp := s.store.Counts(db); keys > 0 {

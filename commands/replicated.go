@@ -3,6 +3,7 @@ package commands
 import (
 	"encoding/binary"
 	"errors"
+	"time"
 
 	"github.com/throttleddb/throttled/persistence"
 	"github.com/throttleddb/throttled/resp"
@@ -129,10 +130,10 @@ func (s *Server) Apply(now int64, cmd *Command, w *resp.Writer) {
 		for i, args := range cmd.Exec {
 			st.multi.specs[i] = s.cmds.lookup(args[0])
 		}
-		s.execute(nil, w, st, s.cmds["exec"], nil, now)
+		s.execute(nil, w, st, s.cmds["exec"], nil, now, time.Now())
 		return
 	}
-	s.execute(nil, w, st, s.cmds.lookup(cmd.Args[0]), cmd.Args, now)
+	s.execute(nil, w, st, s.cmds.lookup(cmd.Args[0]), cmd.Args, now, time.Now())
 }
 
 // errCommand is returned for an entry that does not decode: replicas would

@@ -53,6 +53,9 @@ type Config struct {
 	Threads int
 	// ConfigFile is the file the settings came from, for INFO and CONFIG GET.
 	ConfigFile string
+	// Slowlog sets slowlog-log-slower-than and slowlog-max-len; nil means
+	// Redis' defaults (commands.DefaultSlowlog).
+	Slowlog *commands.SlowlogConfig
 	// Raft makes the node a member of a Raft group; nil runs a single node.
 	Raft   *RaftConfig
 	Logger *slog.Logger
@@ -123,6 +126,7 @@ func Start(cfg Config) (*Node, error) {
 		Logger:      cfg.Logger,
 		Shutdown:    func() { n.Close() },
 		Persistence: pdb,
+		Slowlog:     cfg.Slowlog,
 		Settings: map[string]string{
 			"dir":                cfg.Dir,
 			"bind":               cfg.Bind,

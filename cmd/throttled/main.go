@@ -28,6 +28,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/throttleddb/throttled/commands"
 	"github.com/throttleddb/throttled/server"
 )
 
@@ -41,6 +42,7 @@ func main() {
 // settings are what the flags fill in.
 type settings struct {
 	server.Config
+	slowlog     commands.SlowlogConfig
 	logLevel    string
 	persistence string
 	replication string
@@ -75,6 +77,9 @@ func newFlags(stderr io.Writer) (*flag.FlagSet, *settings) {
 	fs.StringVar(&s.raft.Join, "join", "", "raft: RESP host:port of a member of the cluster to join (instead of --peers)")
 	fs.DurationVar(&s.raft.ApplyTimeout, "raft-apply-timeout", 2*time.Second, "raft: longest wait for the cluster before a command answers CLUSTERDOWN or TRYAGAIN")
 	fs.IntVar(&cfg.Threads, "threads", 0, "event loops serving connections and running commands, and GOMAXPROCS (0: one per CPU)")
+	fs.Int64Var(&s.slowlog.SlowerThan, "slowlog-log-slower-than", commands.DefaultSlowlog.SlowerThan, "SLOWLOG: log commands that run this many microseconds or more (0: every command, -1: none)")
+	fs.Int64Var(&s.slowlog.MaxLen, "slowlog-max-len", commands.DefaultSlowlog.MaxLen, "SLOWLOG: how many entries to keep, the oldest dropped first")
+	cfg.Slowlog = &s.slowlog
 	return fs, &s
 }
 
@@ -135,6 +140,9 @@ func run(args []string, stderr io.Writer) error {
 	}
 	if s.Threads < 0 {
 		return fmt.Errorf("--threads: must be 0 or more, got %d", s.Threads)
+	}
+	if err := s.slowlog.Validate(); err != nil {
+		return fmt.Errorf("--%w", err)
 	}
 	if s.Threads > 0 {
 		// As many Ps as loops, with or without a data folder. One more,

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/throttleddb/throttled/commands"
 )
 
 func TestConfigFile(t *testing.T) {
@@ -22,7 +24,7 @@ func TestConfigFile(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	write("# comment\nport 7777\nrequirepass \"s3 cret\"\n\ndatabases 4\nmaxmemory 64mb\nthreads 3\n")
+	write("# comment\nport 7777\nrequirepass \"s3 cret\"\n\ndatabases 4\nmaxmemory 64mb\nthreads 3\nslowlog-log-slower-than 0\nslowlog-max-len 5\n")
 	fs, cfg := newFlags(&bytes.Buffer{})
 	if err := fs.Parse([]string{"--config", path, "--port", "8888"}); err != nil {
 		t.Fatal(err)
@@ -34,11 +36,26 @@ func TestConfigFile(t *testing.T) {
 		t.Fatalf("got port %d, pass %q, dbs %d, maxmemory %d, threads %d; want the flag's 8888, the file's \"s3 cret\", 4, 64 MiB and 3",
 			cfg.Port, cfg.RequirePass, cfg.Databases, cfg.MaxMemory, cfg.Threads)
 	}
+	if got := *cfg.Slowlog; got != (commands.SlowlogConfig{SlowerThan: 0, MaxLen: 5}) {
+		t.Fatalf("slowlog settings: got %+v, want the file's 0 and 5", got)
+	}
 	for _, bad := range []string{"nosuch 1\n", "port abc\n", "config other.conf\n", "maxmemory 1tb\n"} {
 		write(bad)
 		fs, _ := newFlags(&bytes.Buffer{})
 		if err := applyConfigFile(fs, path, nil); err == nil {
 			t.Errorf("config %q: no error", bad)
+		}
+	}
+}
+
+func TestRun_BadSettings(t *testing.T) {
+	for _, args := range [][]string{
+		{"--slowlog-log-slower-than", "-2"},
+		{"--slowlog-max-len", "-1"},
+	} {
+		err := run(append(args, "--persistence", "off", "--port", "0"), io.Discard)
+		if err == nil || !strings.HasPrefix(err.Error(), args[0]+": ") {
+			t.Errorf("%q: got %v, want an error about %s", args, err, args[0])
 		}
 	}
 }
