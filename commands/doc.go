@@ -12,7 +12,8 @@
 //
 // Every run is timed and counted per command (stats.go: calls, errors, run
 // time in a fixed histogram, the throttle commands' decisions), which INFO
-// commandstats shows (CommandStats hands them out), and a slow run goes to the SLOWLOG (slowlog.go, with Redis 7's rules for what
+// commandstats shows and CommandStats hands to package server's Prometheus
+// collector, and a slow run goes to the SLOWLOG (slowlog.go, with Redis 7's rules for what
 // is logged and which arguments are redacted).
 //
 // The families, one file each: connection, server (admin, info, config,

@@ -58,11 +58,7 @@ func (s *Server) infoSection(b []byte, sec string) []byte {
 		line("executable", exe)
 		line("config_file", s.cfg.Settings["config-file"])
 	case "clients":
-		n := 0
-		if net := s.net.Load(); net != nil {
-			net.ForEachConn(func(*resp.Conn) { n++ })
-		}
-		line("connected_clients", n)
+		line("connected_clients", s.ConnectedClients())
 		line("blocked_clients", 0)
 		line("tracking_clients", 0)
 	case "memory":
@@ -111,14 +107,10 @@ func (s *Server) infoSection(b []byte, sec string) []byte {
 		line("aof_disk_bytes", ps.DiskBytes)
 		line("aof_tombstone_compactions", ps.Compactions)
 		line("aof_checkpoints", ps.Checkpoints)
+		line("aof_last_checkpoint_time", ps.LastCheckpoint)
 		line("aof_log_bytes", ps.LogBytes)
 	case "stats":
-		net := s.net.Load()
-		conns := int64(0)
-		if net != nil {
-			conns = net.ConnectionsReceived()
-		}
-		line("total_connections_received", conns)
+		line("total_connections_received", s.ConnectionsReceived())
 		line("total_commands_processed", s.CommandsProcessed())
 		line("expired_keys", s.store.ExpiredKeys())
 		line("evicted_keys", s.store.EvictedKeys())
@@ -153,6 +145,24 @@ func (s *Server) infoSection(b []byte, sec string) []byte {
 		}
 	}
 	return b
+}
+
+// ConnectedClients returns how many clients are connected.
+func (s *Server) ConnectedClients() int {
+	n := 0
+	if net := s.net.Load(); net != nil {
+		net.ForEachConn(func(*resp.Conn) { n++ })
+	}
+	return n
+}
+
+// ConnectionsReceived returns how many connections were accepted since the
+// start.
+func (s *Server) ConnectionsReceived() int64 {
+	if net := s.net.Load(); net != nil {
+		return net.ConnectionsReceived()
+	}
+	return 0
 }
 
 // evictionPolicy names the eviction order for INFO and CONFIG GET

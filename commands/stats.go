@@ -9,7 +9,7 @@ import (
 )
 
 // Per-command statistics: what INFO commandstats shows and CommandStats
-// hands out.
+// hands to the Prometheus collector (package server) at scrape time.
 //
 // run adds to them once per command with two atomic adds, its run time to a
 // total and one to the count of its histogram bucket (fixed power-of-two

@@ -80,6 +80,7 @@ func newFlags(stderr io.Writer) (*flag.FlagSet, *settings) {
 	fs.Int64Var(&s.slowlog.SlowerThan, "slowlog-log-slower-than", commands.DefaultSlowlog.SlowerThan, "SLOWLOG: log commands that run this many microseconds or more (0: every command, -1: none)")
 	fs.Int64Var(&s.slowlog.MaxLen, "slowlog-max-len", commands.DefaultSlowlog.MaxLen, "SLOWLOG: how many entries to keep, the oldest dropped first")
 	cfg.Slowlog = &s.slowlog
+	fs.StringVar(&cfg.MetricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://host:port/metrics (default: off)")
 	return fs, &s
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/throttleddb/throttled/commands"
+	"github.com/throttleddb/throttled/internal/proc"
 )
 
 func TestConfigFile(t *testing.T) {
@@ -61,21 +63,24 @@ func TestRun_BadSettings(t *testing.T) {
 }
 
 // TestRun_ServesAndStopsOnSignal builds the binary, runs it as a user would
-// (with two event loops) and stops it with SIGINT.
+// (with two event loops and metrics) and stops it with SIGINT.
 func TestRun_ServesAndStopsOnSignal(t *testing.T) {
 	bin := filepath.Join(t.TempDir(), "throttled")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := proc.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
+	metricsPort, err := proc.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "--port", strconv.Itoa(port), "--dir", t.TempDir(), "--threads", "2")
+	cmd := exec.CommandContext(ctx, bin, "--port", strconv.Itoa(port), "--dir", t.TempDir(), "--threads", "2",
+		"--metrics-addr", proc.Addr(metricsPort))
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
@@ -100,6 +105,15 @@ func TestRun_ServesAndStopsOnSignal(t *testing.T) {
 	}
 	if reply != want {
 		t.Fatalf("PING and CONFIG GET threads answered %q; server log:\n%s", reply, stderr.String())
+	}
+	resp, err := http.Get("http://" + proc.Addr(metricsPort) + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || !strings.Contains(string(metrics), "\nthrottled_commands_total{command=\"ping\"} 1\n") {
+		t.Fatalf("/metrics (%v) lacks the PING:\n%s", err, metrics)
 	}
 	if err := cmd.Process.Signal(os.Interrupt); err != nil {
 		t.Fatal(err)
