@@ -9,6 +9,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -41,7 +43,7 @@ func TestConfigFile(t *testing.T) {
 	if got := *cfg.Slowlog; got != (commands.SlowlogConfig{SlowerThan: 0, MaxLen: 5}) {
 		t.Fatalf("slowlog settings: got %+v, want the file's 0 and 5", got)
 	}
-	for _, bad := range []string{"nosuch 1\n", "port abc\n", "config other.conf\n", "maxmemory 1tb\n"} {
+	for _, bad := range []string{"nosuch 1\n", "port abc\n", "config other.conf\n", "maxmemory 1tb\n", "version yes\n"} {
 		write(bad)
 		fs, _ := newFlags(&bytes.Buffer{})
 		if err := applyConfigFile(fs, path, nil); err == nil {
@@ -50,12 +52,46 @@ func TestConfigFile(t *testing.T) {
 	}
 }
 
+// TestRun_Version: --version and -v print one line in redis-server's
+// shape, with redis-server's fields in redis-server's order, and exit 0.
+func TestRun_Version(t *testing.T) {
+	line := regexp.MustCompile(`^throttled server v=0\.1\.0 redis=7\.0\.15 sha=[0-9a-f]{8}:[01] go=go[^ ]+ bits=(32|64) build=[0-9a-f]+\n$`)
+	var out bytes.Buffer
+	for _, arg := range []string{"-v", "--version"} {
+		out.Reset()
+		if err := run([]string{arg}, &out, io.Discard); err != nil || !line.MatchString(out.String()) {
+			t.Errorf("%s: got %q, %v", arg, out.String(), err)
+		}
+	}
+	redis, err := exec.Command("redis-server", "--version").Output()
+	if err != nil {
+		t.Skipf("redis-server --version: %v", err)
+	}
+	// Redis' fields (v, sha, malloc, bits, build): ours has them all but
+	// malloc (go stands in its place), in the same order.
+	fields := func(s string) (names []string) {
+		for _, f := range strings.Fields(s)[2:] {
+			name, _, _ := strings.Cut(f, "=")
+			if name != "malloc" && name != "redis" && name != "go" {
+				names = append(names, name)
+			}
+		}
+		return names
+	}
+	if got, want := fields(out.String()), fields(string(redis)); !slices.Equal(got, want) {
+		t.Errorf("fields %q, redis-server's %q (%q)", got, want, redis)
+	}
+	if !strings.HasSuffix(strings.Fields(string(redis))[1], "server") {
+		t.Errorf("redis-server --version: %q", redis)
+	}
+}
+
 func TestRun_BadSettings(t *testing.T) {
 	for _, args := range [][]string{
 		{"--slowlog-log-slower-than", "-2"},
 		{"--slowlog-max-len", "-1"},
 	} {
-		err := run(append(args, "--persistence", "off", "--port", "0"), io.Discard)
+		err := run(append(args, "--persistence", "off", "--port", "0"), io.Discard, io.Discard)
 		if err == nil || !strings.HasPrefix(err.Error(), args[0]+": ") {
 			t.Errorf("%q: got %v, want an error about %s", args, err, args[0])
 		}
