@@ -161,3 +161,51 @@ func TestRun_ServesAndStopsOnSignal(t *testing.T) {
 		t.Fatalf("no shutdown line in the log:\n%s", stderr.String())
 	}
 }
+
+// TestExampleSystemd keeps examples/systemd working: the sample config file
+// loads, the unit starts throttled on it with the data folder the config
+// names, and, where systemd-analyze is installed, the unit verifies and its
+// hardening keeps systemd's exposure score at 2.0 or below.
+func TestExampleSystemd(t *testing.T) {
+	const dir = "../../examples/systemd/"
+	fs, cfg := newFlags(&bytes.Buffer{})
+	if err := applyConfigFile(fs, dir+"throttled.conf", nil); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Dir != "/var/lib/throttled" || cfg.MetricsAddr != "127.0.0.1:9121" || cfg.Bind != "127.0.0.1" {
+		t.Errorf("throttled.conf: dir %q, metrics-addr %q, bind %q", cfg.Dir, cfg.MetricsAddr, cfg.Bind)
+	}
+	unit, err := os.ReadFile(dir + "throttled.service")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range []string{
+		"ExecStart=/usr/local/bin/throttled --config /etc/throttled/throttled.conf",
+		"StateDirectory=throttled", // /var/lib/throttled, the config's dir
+		"User=throttled",
+		"Restart=on-failure",
+	} {
+		if !strings.Contains(string(unit), "\n"+line+"\n") {
+			t.Errorf("throttled.service lacks %q", line)
+		}
+	}
+	analyze, err := exec.LookPath("systemd-analyze")
+	if err != nil {
+		t.Skip("systemd-analyze is not installed")
+	}
+	// verify wants the binary ExecStart names to exist: use this one.
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "throttled.service")
+	if err := os.WriteFile(path, []byte(strings.ReplaceAll(string(unit), "/usr/local/bin/throttled", self)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(analyze, "verify", path).CombinedOutput(); err != nil || len(out) > 0 {
+		t.Errorf("systemd-analyze verify: %v\n%s", err, out)
+	}
+	if out, err := exec.Command(analyze, "security", "--offline=true", "--threshold=20", path).CombinedOutput(); err != nil {
+		t.Errorf("systemd-analyze security: exposure above 2.0 (%v)\n%s", err, out)
+	}
+}
