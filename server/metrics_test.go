@@ -152,6 +152,36 @@ func TestMetrics_SingleNode(t *testing.T) {
 	checkHistogram(t, m["throttled_command_duration_seconds"])
 }
 
+// TestMetrics_ScrapeWhileServing: scrapes read the counters while commands
+// change them (the race detector watches), and see every command once
+// they are done.
+func TestMetrics_ScrapeWhileServing(t *testing.T) {
+	n := servertest.Start(t, server.Config{MetricsAddr: "127.0.0.1:0"})
+	c := dial(t, n)
+	const calls = 300
+	run(t, c, []string{"CL.THROTTLE", "k", "1000", "1", "60"}) // the histogram is there from the first scrape
+	done := make(chan error, 1)
+	go func() {
+		for range calls - 1 {
+			if _, err := c.Do("CL.THROTTLE", "k", "1000", "1", "60"); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	for range 5 {
+		checkHistogram(t, scrape(t, n)["throttled_command_duration_seconds"])
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	m := scrape(t, n)
+	if got, _ := value(m, "throttled_decisions_total", "command=cl.throttle", "result=allowed"); got != calls {
+		t.Errorf("allowed decisions: got %v, want %d", got, calls)
+	}
+}
+
 // checkHistogram checks every command's histogram: bounds from 1 µs
 // doubling, then +Inf; cumulative counts that end at the count.
 func checkHistogram(t *testing.T, f *dto.MetricFamily) {
