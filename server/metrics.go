@@ -37,8 +37,8 @@ type metricsServer struct {
 	srv *http.Server
 }
 
-// listenMetrics opens the metrics listener, so that a busy address stops
-// the start before anything else is opened.
+// listenMetrics opens the metrics listener; Start does it before it
+// serves anything, so that a busy address stops the start.
 func listenMetrics(addr string) (*metricsServer, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {

@@ -186,6 +186,12 @@ func Start(cfg Config) (*Node, error) {
 		}
 		go releaseIdleMemory(ctx, cmds.CommandsProcessed, checkpoints, debug.FreeOSMemory, idleCheck)
 	}
+	// Metrics first: a client's SHUTDOWN may close the node as soon as
+	// the RESP listener serves.
+	if n.metrics != nil {
+		n.metrics.serve(n, cfg.Logger)
+		cfg.Logger.Info("serving metrics", "addr", n.metrics.addr(), "path", "/metrics")
+	}
 	go func() {
 		defer close(n.done)
 		if err := n.net.Serve(ln); err != nil && !errors.Is(err, resp.ErrServerClosed) {
@@ -193,10 +199,6 @@ func Start(cfg Config) (*Node, error) {
 		}
 	}()
 	cfg.Logger.Info("listening", "addr", ln.Addr().String(), "debug_clock", cfg.DebugClock)
-	if n.metrics != nil {
-		n.metrics.serve(n, cfg.Logger)
-		cfg.Logger.Info("serving metrics", "addr", n.metrics.addr(), "path", "/metrics")
-	}
 	return n, nil
 }
 
