@@ -1,10 +1,5 @@
 package commands
 
-import (
-	"slices"
-	"strings"
-)
-
 // COMMAND | COMMAND COUNT | COMMAND INFO name... | COMMAND DOCS [name...] | COMMAND LIST
 func command(c *Ctx) {
 	all := c.srv.sortedSpecs()
@@ -93,15 +88,6 @@ var commandHelp = []string{
 	"    Print this help.",
 }
 
-func (s *Server) sortedSpecs() []*Spec {
-	list := make([]*Spec, 0, len(s.cmds))
-	for _, sp := range s.cmds {
-		list = append(list, sp)
-	}
-	slices.SortFunc(list, func(a, b *Spec) int { return strings.Compare(a.Name, b.Name) })
-	return list
-}
-
 // commandInfo writes one COMMAND entry in Redis 7's ten-element shape: name,
 // arity, flags, first key, last key, step, ACL categories, tips, key specs,
 // subcommands.
@@ -110,7 +96,7 @@ func commandInfo(c *Ctx, sp *Spec) {
 	for _, f := range []struct {
 		f    Flags
 		name string
-	}{{Write, "write"}, {ReadOnly, "readonly"}, {Admin, "admin"}, {NoAuth, "no_auth"}, {Fast, "fast"}} {
+	}{{Write, "write"}, {ReadOnly, "readonly"}, {Admin, "admin"}, {SkipSlowlog, "skip_slowlog"}, {NoAuth, "no_auth"}, {Fast, "fast"}} {
 		if sp.Flags&f.f != 0 {
 			flags = append(flags, f.name)
 		}

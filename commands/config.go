@@ -72,6 +72,8 @@ func newSettings(s *Server) *settings {
 			s.password.Store(&v)
 			return nil
 		}},
+		slowlogSetting("slowlog-log-slower-than", &s.slow.slowerThan, minSlowerThan),
+		slowlogSetting("slowlog-max-len", &s.slow.maxLen, minMaxLen),
 	}
 	for k, v := range s.cfg.Settings {
 		if !slices.ContainsFunc(list, func(x setting) bool { return x.name == k }) {
@@ -194,17 +196,26 @@ func config(c *Ctx) {
 			return
 		}
 		for sp, st := range c.srv.stats {
-			st.each(sp, func(_ string, st *cmdStats) {
-				st.calls.Store(0)
-				st.errors.Store(0)
-			})
+			st.each(sp, func(_ string, st *cmdStats) { st.reset() })
 		}
-		c.srv.commandsProcessed.Store(0)
 		c.W.OK()
 	case is(sub, "HELP"):
 		c.help("config", configHelp)
 	default:
 		c.W.Error(unknownSubcommand(sub, "CONFIG"))
+	}
+}
+
+// configSecrets: the values CONFIG SET gives requirepass are secret, in
+// every pair, whether or not the command succeeds.
+func configSecrets(args [][]byte, secret func(int)) {
+	if !is(args[1], "SET") {
+		return
+	}
+	for i := 2; i+1 < len(args); i += 2 {
+		if is(args[i], "REQUIREPASS") {
+			secret(i + 1)
+		}
 	}
 }
 

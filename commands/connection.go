@@ -82,6 +82,31 @@ func auth(c *Ctx) {
 	c.W.OK()
 }
 
+// authSecrets: every argument of AUTH is secret (Redis 7 redacts the user
+// name too).
+func authSecrets(args [][]byte, secret func(int)) {
+	for i := 1; i < len(args); i++ {
+		secret(i)
+	}
+}
+
+// helloSecrets finds HELLO's AUTH pair as hello reads the options; an AUTH
+// short of its pair (a syntax error) has what follows it redacted all the
+// same, since that may be a password.
+func helloSecrets(args [][]byte, secret func(int)) {
+	for i := 2; i < len(args); i++ {
+		switch {
+		case is(args[i], "AUTH"):
+			for j := i + 1; j <= i+2 && j < len(args); j++ {
+				secret(j)
+			}
+			i += 2
+		case is(args[i], "SETNAME"):
+			i++
+		}
+	}
+}
+
 // HELLO [protover [AUTH user pass] [SETNAME name]]
 func hello(c *Ctx) {
 	proto := c.W.Proto()

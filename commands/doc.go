@@ -10,8 +10,14 @@
 // they are given, so running the same (database, instant, arguments) again
 // gives the same result — the property replication will rely on.
 //
+// Every run is timed and counted per command (stats.go: calls, errors, run
+// time in a fixed histogram, the throttle commands' decisions), which INFO
+// commandstats shows and CommandStats hands to package server's Prometheus
+// collector, and a slow run goes to the SLOWLOG (slowlog.go, with Redis 7's rules for what
+// is logged and which arguments are redacted).
+//
 // The families, one file each: connection, server (admin, info, config,
-// command), keys, strings, transactions (multi.go), CL.THROTTLE
+// command, slowlog), keys, strings, transactions (multi.go), CL.THROTTLE
 // (throttle.go), the native algorithms (engines.go) and THROTTLE.ALL
 // (throttle_all.go) over package engines, and Lua scripting (scripting.go)
 // over package scripting, whose redis.call comes back through the same table

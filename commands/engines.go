@@ -301,6 +301,7 @@ func engineThrottle(f *family) func(c *Ctx) {
 			c.W.Error(errText)
 			return
 		}
+		c.decide(l.qty, l.res.Limited)
 		l.reply(c)
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"github.com/throttleddb/throttled/internal/memsize"
 	"os"
 	"runtime"
-	"slices"
 	"strings"
 	"time"
 
@@ -59,11 +58,7 @@ func (s *Server) infoSection(b []byte, sec string) []byte {
 		line("executable", exe)
 		line("config_file", s.cfg.Settings["config-file"])
 	case "clients":
-		n := 0
-		if net := s.net.Load(); net != nil {
-			net.ForEachConn(func(*resp.Conn) { n++ })
-		}
-		line("connected_clients", n)
+		line("connected_clients", s.ConnectedClients())
 		line("blocked_clients", 0)
 		line("tracking_clients", 0)
 	case "memory":
@@ -112,15 +107,11 @@ func (s *Server) infoSection(b []byte, sec string) []byte {
 		line("aof_disk_bytes", ps.DiskBytes)
 		line("aof_tombstone_compactions", ps.Compactions)
 		line("aof_checkpoints", ps.Checkpoints)
+		line("aof_last_checkpoint_time", ps.LastCheckpoint)
 		line("aof_log_bytes", ps.LogBytes)
 	case "stats":
-		net := s.net.Load()
-		conns := int64(0)
-		if net != nil {
-			conns = net.ConnectionsReceived()
-		}
-		line("total_connections_received", conns)
-		line("total_commands_processed", s.commandsProcessed.Load())
+		line("total_connections_received", s.ConnectionsReceived())
+		line("total_commands_processed", s.CommandsProcessed())
 		line("expired_keys", s.store.ExpiredKeys())
 		line("evicted_keys", s.store.EvictedKeys())
 		line("rejected_connections", 0)
@@ -141,18 +132,11 @@ func (s *Server) infoSection(b []byte, sec string) []byte {
 		line("used_cpu_sys", fmt.Sprintf("%.6f", sys))
 		line("used_cpu_user", fmt.Sprintf("%.6f", u))
 	case "commandstats":
-		list := make([]*Spec, 0, len(s.stats))
-		for sp := range s.stats {
-			list = append(list, sp)
-		}
-		slices.SortFunc(list, func(a, b *Spec) int { return strings.Compare(a.Name, b.Name) })
-		for _, sp := range list {
-			s.stats[sp].each(sp, func(name string, st *cmdStats) {
-				if calls := st.calls.Load(); calls > 0 {
-					b = fmt.Appendf(b, "cmdstat_%s:calls=%d,usec=0,usec_per_call=0.00,rejected_calls=0,failed_calls=%d\r\n", name, calls, st.errors.Load())
-				}
-			})
-		}
+		s.CommandStats(func(cs *CommandStats) {
+			usec := cs.Time.Microseconds()
+			b = fmt.Appendf(b, "cmdstat_%s:calls=%d,usec=%d,usec_per_call=%.2f,rejected_calls=0,failed_calls=%d\r\n",
+				cs.Name, cs.Calls, usec, float64(usec)/float64(cs.Calls), cs.Errors)
+		})
 	case "keyspace":
 		for db := range s.store.Databases() {
 			if keys, exp := s.store.Counts(db); keys > 0 {
@@ -161,6 +145,24 @@ func (s *Server) infoSection(b []byte, sec string) []byte {
 		}
 	}
 	return b
+}
+
+// ConnectedClients returns how many clients are connected.
+func (s *Server) ConnectedClients() int {
+	n := 0
+	if net := s.net.Load(); net != nil {
+		net.ForEachConn(func(*resp.Conn) { n++ })
+	}
+	return n
+}
+
+// ConnectionsReceived returns how many connections were accepted since the
+// start.
+func (s *Server) ConnectionsReceived() int64 {
+	if net := s.net.Load(); net != nil {
+		return net.ConnectionsReceived()
+	}
+	return 0
 }
 
 // evictionPolicy names the eviction order for INFO and CONFIG GET

@@ -1,5 +1,7 @@
 package commands
 
+import "time"
+
 func multi(c *Ctx) {
 	if c.st.multi != nil {
 		c.W.Error(errNested)
@@ -49,7 +51,7 @@ func exec(c *Ctx) {
 		c.W.Array(len(m.queue))
 		for i, spec := range m.specs {
 			c.Args = m.queue[i]
-			s.run(c, spec)
+			s.run(c, spec, time.Now())
 		}
 	}
 	s.store.Unlock(locks)

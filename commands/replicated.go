@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"strconv"
+	"time"
 
 	"github.com/throttleddb/throttled/persistence"
 	"github.com/throttleddb/throttled/resp"
@@ -248,9 +249,9 @@ func (s *Server) Apply(now int64, cmd *Command, w *resp.Writer) {
 		for i, args := range cmd.Exec {
 			st.multi.specs[i] = s.cmds.lookup(args[0])
 		}
-		s.execute(nil, w, st, s.cmds["exec"], nil, now)
+		s.execute(nil, w, st, s.cmds["exec"], nil, now, time.Now())
 	default:
-		s.execute(nil, w, st, s.cmds.lookup(cmd.Args[0]), cmd.Args, now)
+		s.execute(nil, w, st, s.cmds.lookup(cmd.Args[0]), cmd.Args, now, time.Now())
 	}
 }
 

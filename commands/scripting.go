@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"time"
 
 	"github.com/throttleddb/throttled/resp"
 	"github.com/throttleddb/throttled/scripting"
@@ -76,7 +77,7 @@ func (sc *scriptCall) Call(x *scripting.Exec, args [][]byte) []byte {
 		sc.w.Error(errUndeclaredBusy)
 	default:
 		sc.ctx = Ctx{srv: s, Conn: c.Conn, W: &sc.w, Args: args, Tx: c.Tx, st: c.st}
-		s.run(&sc.ctx, spec)
+		s.run(&sc.ctx, spec, time.Now())
 		sc.ctx.Args = nil
 	}
 	return sc.w.Bytes()

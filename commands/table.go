@@ -25,6 +25,9 @@ const (
 	Fast
 	// NoScript commands may not be called from a Lua script.
 	NoScript
+	// SkipSlowlog commands are not logged in the SLOWLOG (EXEC: the
+	// commands it runs are, one by one).
+	SkipSlowlog
 )
 
 // Spec is one command.
@@ -50,6 +53,9 @@ type Spec struct {
 	// Subcommands lists a container command's subcommands (lower case), so
 	// CLIENT LIST can name the last command "client|list" as Redis 7 does.
 	Subcommands []string
+	// Secrets calls secret with the index of each argument that must never
+	// be shown (a password), for the SLOWLOG; nil when there is none.
+	Secrets func(args [][]byte, secret func(i int))
 	// Run executes the command with its shards locked and writes one reply.
 	Run func(c *Ctx)
 }
@@ -97,8 +103,8 @@ var specs = []*Spec{
 	{Name: "echo", Arity: 2, Flags: Fast, Group: "connection", Summary: "Returns the given string.", Run: echo},
 	{Name: "quit", Arity: -1, Flags: NoScript | NoAuth | NoQueue | Fast, Group: "connection", Summary: "Closes the connection.", Run: quit},
 	{Name: "reset", Arity: 1, Flags: NoScript | NoAuth | NoQueue | Fast, Group: "connection", Summary: "Resets the connection.", Run: reset},
-	{Name: "hello", Arity: -1, Flags: NoScript | NoAuth | Fast, Group: "connection", Summary: "Handshakes with the server.", Run: hello},
-	{Name: "auth", Arity: -2, Flags: NoScript | NoAuth | Fast, Group: "connection", Summary: "Authenticates the connection.", Run: auth},
+	{Name: "hello", Arity: -1, Flags: NoScript | NoAuth | Fast, Group: "connection", Summary: "Handshakes with the server.", Secrets: helloSecrets, Run: hello},
+	{Name: "auth", Arity: -2, Flags: NoScript | NoAuth | Fast, Group: "connection", Summary: "Authenticates the connection.", Secrets: authSecrets, Run: auth},
 	{Name: "select", Arity: 2, Flags: Fast, Group: "connection", Summary: "Changes the selected database.", Run: selectDB},
 	{Name: "client", Arity: -2, Flags: NoScript, Group: "connection", Summary: "A container for client connection commands.",
 		Subcommands: []string{"getname", "help", "id", "info", "kill", "list", "setinfo", "setname"}, Run: client},
@@ -106,7 +112,7 @@ var specs = []*Spec{
 	// server
 	{Name: "info", Arity: -1, Group: "server", Summary: "Returns information and statistics about the server.", Run: info},
 	{Name: "config", Arity: -2, Flags: NoScript | Admin, Group: "server", Summary: "A container for server configuration commands.",
-		Subcommands: []string{"get", "help", "resetstat", "set"}, Run: config},
+		Subcommands: []string{"get", "help", "resetstat", "set"}, Secrets: configSecrets, Run: config},
 	{Name: "command", Arity: -1, Group: "server", Summary: "Returns detailed information about all commands.",
 		Subcommands: []string{"count", "docs", "help", "info", "list"}, Run: command},
 	{Name: "dbsize", Arity: 1, Flags: ReadOnly | Fast | AllKeys, Group: "server", Summary: "Returns the number of keys in the database.", Run: dbsize},
@@ -114,6 +120,11 @@ var specs = []*Spec{
 	{Name: "flushall", Arity: -1, Flags: Write | AllKeys, Group: "server", Summary: "Removes all keys from all databases.", Run: flushall},
 	{Name: "time", Arity: 1, Flags: Fast, Group: "server", Summary: "Returns the server time.", Run: timeCmd},
 	{Name: "shutdown", Arity: -1, Flags: NoScript | Admin | NoQueue, Group: "server", Summary: "Stops accepting connections, closes the open ones and exits.", Run: shutdown},
+	// SLOWLOG is refused in scripts, where Redis allows it: each replica of
+	// a Raft group has its own log, so a script that read it could make
+	// them diverge.
+	{Name: "slowlog", Arity: -2, Flags: NoScript | Admin, Group: "server", Summary: "A container for slow log commands.",
+		Subcommands: []string{"get", "help", "len", "reset"}, Run: slowlogCmd},
 	{Name: "debug", Arity: -2, Flags: NoScript | Admin, KeysFn: debugKeys, AllKeysFn: debugAllKeys, Group: "server",
 		Summary: "A container for debugging commands (DEBUG CLOCK, DIGEST, DIGEST-VALUE).", Run: debug},
 
@@ -148,7 +159,7 @@ var specs = []*Spec{
 
 	// transactions
 	{Name: "multi", Arity: 1, Flags: NoScript | NoQueue | Fast, Group: "transactions", Summary: "Starts a transaction.", Run: multi},
-	{Name: "exec", Arity: 1, Flags: NoScript | NoQueue, Group: "transactions", Summary: "Executes all commands in a transaction.", Run: exec},
+	{Name: "exec", Arity: 1, Flags: NoScript | NoQueue | SkipSlowlog, Group: "transactions", Summary: "Executes all commands in a transaction.", Run: exec},
 	{Name: "discard", Arity: 1, Flags: NoScript | NoQueue | Fast, Group: "transactions", Summary: "Discards a transaction.", Run: discard},
 	{Name: "watch", Arity: -2, Flags: NoScript | NoQueue | Fast, FirstKey: 1, LastKey: -1, Step: 1, Group: "transactions", Summary: "Monitors changes to keys to determine the execution of a transaction.", Run: watch},
 	{Name: "unwatch", Arity: 1, Flags: NoScript | Fast, Group: "transactions", Summary: "Forgets about watched keys of a transaction.", Run: unwatch},

@@ -73,6 +73,7 @@ func clThrottle(c *Ctx) {
 	if write {
 		putTAT(c, db, key, newTAT, exists)
 	}
+	c.decide(nums[3], res.Limited)
 	writeResult(c.W, gcraResult(res), false, false)
 }
 

@@ -94,6 +94,7 @@ func throttleAll(c *Ctx) {
 			l.check(now) // a peek cannot fail where the real check did not
 		}
 	}
+	c.decide(qty, limited)
 	c.W.Array(1 + len(limits))
 	if limited {
 		c.W.Int(1)

@@ -131,6 +131,7 @@ func (d *DB) checkpoint(ctx context.Context) error {
 	d.logBytes.Add(-logged)
 	d.dropBuffers()
 	d.checkpointCount.Add(1)
+	d.lastCheckpoint.Store(time.Now().Unix())
 	d.log.Debug("persistence: checkpoint", "saved", w.sets, "deleted", w.deletes, "log_bytes", logged, "took", time.Since(start).Round(time.Millisecond))
 	d.compact.add(w.deletes) // what the deletions hide is garbage on disk now
 	return nil

@@ -96,6 +96,7 @@ type DB struct {
 	// cpAborted is set, under cpMu, once a checkpoint was cancelled.
 	cpAborted       bool
 	checkpointCount atomic.Int64
+	lastCheckpoint  atomic.Int64       // Unix seconds of the last checkpoint done; 0 before one
 	cpStop          context.CancelFunc // stops the checkpointer; nil before Load
 	cpDone          chan struct{}      // closed when it has stopped
 

@@ -1,6 +1,7 @@
 package persistence
 
-// Stats describes the state of persistence, for INFO persistence.
+// Stats describes the state of persistence, for INFO persistence and the
+// metrics.
 type Stats struct {
 	// Fsync is the sync policy.
 	Fsync FsyncPolicy
@@ -22,6 +23,9 @@ type Stats struct {
 	// Checkpoints counts the checkpoints done; LogBytes is the log written
 	// since the last one began (see the package doc).
 	Checkpoints, LogBytes int64
+	// LastCheckpoint is when the last checkpoint was done, in Unix seconds
+	// (0 before the first).
+	LastCheckpoint int64
 	// Err is the first write error (see Err).
 	Err error
 }
@@ -30,16 +34,17 @@ type Stats struct {
 func (d *DB) Stats() Stats {
 	last := d.lastSeq.Load()
 	s := Stats{
-		Fsync:        d.policy,
-		Pending:      last - min(last, d.applied.Load()),
-		Unsynced:     last - min(last, d.synced.Load()),
-		LastSync:     d.lastSync.Load(),
-		GroupCommits: d.commits.Load(),
-		Syncs:        d.syncs.Load(),
-		Compactions:  d.compact.runs.Load(),
-		Checkpoints:  d.checkpointCount.Load(),
-		LogBytes:     d.logBytes.Load(),
-		Err:          d.Err(),
+		Fsync:          d.policy,
+		Pending:        last - min(last, d.applied.Load()),
+		Unsynced:       last - min(last, d.synced.Load()),
+		LastSync:       d.lastSync.Load(),
+		GroupCommits:   d.commits.Load(),
+		Syncs:          d.syncs.Load(),
+		Compactions:    d.compact.runs.Load(),
+		Checkpoints:    d.checkpointCount.Load(),
+		LogBytes:       d.logBytes.Load(),
+		LastCheckpoint: d.lastCheckpoint.Load(),
+		Err:            d.Err(),
 	}
 	d.closeMu.RLock()
 	if !d.closed {

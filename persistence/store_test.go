@@ -163,8 +163,12 @@ func TestCheckpoint_RunsWhenRemovedKeysPileUp(t *testing.T) {
 		}
 	})
 	testwait.For(t, 5*time.Second, "the log written", func() bool { return d.Stats().Pending == 0 })
+	before := time.Now().Unix()
 	if err := d.checkpoint(context.Background()); err != nil {
 		t.Fatal(err)
+	}
+	if last := d.Stats().LastCheckpoint; last < before || last > time.Now().Unix() {
+		t.Errorf("LastCheckpoint %d, want the checkpoint's time (%d or later)", last, before)
 	}
 	locked(s, nowMs, func(tx store.Tx) {
 		for i := range checkpointGone {

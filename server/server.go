@@ -1,5 +1,6 @@
 // Package server wires a throttled node together: the keyspace, the command
-// table, the clock, the expiry sweeper and the listener. cmd/throttled builds
+// table, the clock, the expiry sweeper, the listener and, with MetricsAddr,
+// the Prometheus endpoint (metrics.go). cmd/throttled builds
 // a Config from flags; tests start nodes in-process with the same code.
 package server
 
@@ -7,6 +8,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"runtime"
@@ -53,6 +55,12 @@ type Config struct {
 	Threads int
 	// ConfigFile is the file the settings came from, for INFO and CONFIG GET.
 	ConfigFile string
+	// Slowlog sets slowlog-log-slower-than and slowlog-max-len; nil means
+	// Redis' defaults (commands.DefaultSlowlog).
+	Slowlog *commands.SlowlogConfig
+	// MetricsAddr, when set, is the host:port where /metrics serves
+	// Prometheus metrics (see metrics.go); port 0 picks a free one.
+	MetricsAddr string
 	// Raft makes the node a member of a Raft group; nil runs a single node.
 	Raft   *RaftConfig
 	Logger *slog.Logger
@@ -72,6 +80,7 @@ type Node struct {
 	raft        *raftNode
 	net         *resp.Server
 	ln          net.Listener
+	metrics     *metricsServer // nil without MetricsAddr
 	cancel      context.CancelFunc
 	done        chan struct{} // closed when Serve returns
 	once        sync.Once
@@ -114,6 +123,13 @@ func Start(cfg Config) (*Node, error) {
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
 	n := &Node{Store: st, Clock: clk, Persistence: pdb, ln: ln, done: make(chan struct{})}
+	if cfg.MetricsAddr != "" {
+		if n.metrics, err = listenMetrics(cfg.MetricsAddr); err != nil {
+			ln.Close()
+			closePersistence(pdb)
+			return nil, fmt.Errorf("--metrics-addr: %w", err)
+		}
+	}
 	cmds, err := commands.New(commands.Config{
 		Store:       st,
 		Clock:       clk,
@@ -123,6 +139,7 @@ func Start(cfg Config) (*Node, error) {
 		Logger:      cfg.Logger,
 		Shutdown:    func() { n.Close() },
 		Persistence: pdb,
+		Slowlog:     cfg.Slowlog,
 		Settings: map[string]string{
 			"dir":                cfg.Dir,
 			"bind":               cfg.Bind,
@@ -132,10 +149,11 @@ func Start(cfg Config) (*Node, error) {
 			"threads":            strconv.Itoa(cmp.Or(cfg.Threads, runtime.GOMAXPROCS(0))),
 			"config-file":        cfg.ConfigFile,
 			"replication":        replicationMode(cfg.Raft),
+			"metrics-addr":       n.MetricsAddr(),
 		},
 	})
 	if err != nil {
-		ln.Close()
+		n.closeListeners()
 		closePersistence(pdb)
 		return nil, err
 	}
@@ -143,7 +161,7 @@ func Start(cfg Config) (*Node, error) {
 	sweepNow := clk.Now
 	if cfg.Raft != nil {
 		if n.raft, err = startRaft(&cfg, cmds, ln.Addr().String(), clk); err != nil {
-			ln.Close()
+			n.closeListeners()
 			return nil, err
 		}
 		// A replica changes its keyspace only by applying the log, so
@@ -167,6 +185,12 @@ func Start(cfg Config) (*Node, error) {
 		}
 		go releaseIdleMemory(ctx, cmds.CommandsProcessed, checkpoints, debug.FreeOSMemory, idleCheck)
 	}
+	// Metrics first: a client's SHUTDOWN may close the node as soon as
+	// the RESP listener serves.
+	if n.metrics != nil {
+		n.metrics.serve(n, cfg.Logger)
+		cfg.Logger.Info("serving metrics", "addr", n.metrics.addr(), "path", "/metrics")
+	}
 	go func() {
 		defer close(n.done)
 		if err := n.net.Serve(ln); err != nil && !errors.Is(err, resp.ErrServerClosed) {
@@ -177,8 +201,25 @@ func Start(cfg Config) (*Node, error) {
 	return n, nil
 }
 
+// closeListeners closes the listeners of a start that failed.
+func (n *Node) closeListeners() {
+	n.ln.Close()
+	if n.metrics != nil {
+		n.metrics.close()
+	}
+}
+
 // Addr returns the address the node listens on.
 func (n *Node) Addr() string { return n.ln.Addr().String() }
+
+// MetricsAddr returns the address /metrics is served on, "" without
+// Config.MetricsAddr.
+func (n *Node) MetricsAddr() string {
+	if n.metrics == nil {
+		return ""
+	}
+	return n.metrics.addr()
+}
 
 // Done is closed once the node has stopped serving (Close, or SHUTDOWN).
 func (n *Node) Done() <-chan struct{} { return n.done }
@@ -192,6 +233,9 @@ func (n *Node) Close() error {
 		err := n.net.Close()
 		if errors.Is(err, net.ErrClosed) {
 			err = nil
+		}
+		if n.metrics != nil {
+			err = errors.Join(err, n.metrics.close())
 		}
 		n.cancel()
 		if n.raft != nil {

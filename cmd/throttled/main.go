@@ -2,6 +2,7 @@
 // the Redis protocol.
 //
 //	throttled [--bind 127.0.0.1] [--port 6379] [--config file] [flags]
+//	throttled --version | -v
 //
 // Settings come from flags and, optionally, a config file in redis.conf style
 // (one "name value" per line, # comments) whose names are the flag names.
@@ -13,8 +14,7 @@ import (
 	"bufio"
 	"flag"
 	"fmt"
-	"github.com/throttleddb/throttled/internal/memsize"
-	"github.com/throttleddb/throttled/persistence"
+	"hash/fnv"
 	"io"
 	"log/slog"
 	"net"
@@ -28,11 +28,14 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/throttleddb/throttled/commands"
+	"github.com/throttleddb/throttled/internal/memsize"
+	"github.com/throttleddb/throttled/persistence"
 	"github.com/throttleddb/throttled/server"
 )
 
 func main() {
-	if err := run(os.Args[1:], os.Stderr); err != nil {
+	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "throttled:", err)
 		os.Exit(1)
 	}
@@ -41,6 +44,8 @@ func main() {
 // settings are what the flags fill in.
 type settings struct {
 	server.Config
+	version     bool
+	slowlog     commands.SlowlogConfig
 	logLevel    string
 	persistence string
 	replication string
@@ -56,6 +61,8 @@ func newFlags(stderr io.Writer) (*flag.FlagSet, *settings) {
 	fs.SetOutput(stderr)
 	fs.StringVar(&cfg.Bind, "bind", "127.0.0.1", "address to listen on")
 	fs.IntVar(&cfg.Port, "port", server.DefaultPort, "TCP port to listen on (0 picks a free port)")
+	fs.BoolVar(&s.version, "version", false, "print the version, as redis-server --version does, and exit")
+	fs.BoolVar(&s.version, "v", false, "the same as --version")
 	fs.StringVar(&cfg.ConfigFile, "config", "", "read settings from this file (redis.conf style: one \"name value\" per line, names as the flags)")
 	fs.StringVar(&cfg.RequirePass, "requirepass", "", "require clients to AUTH with this password")
 	fs.IntVar(&cfg.Databases, "databases", 16, "number of databases (SELECT 0..n-1)")
@@ -75,6 +82,10 @@ func newFlags(stderr io.Writer) (*flag.FlagSet, *settings) {
 	fs.StringVar(&s.raft.Join, "join", "", "raft: RESP host:port of a member of the cluster to join (instead of --peers)")
 	fs.DurationVar(&s.raft.ApplyTimeout, "raft-apply-timeout", 2*time.Second, "raft: longest wait for the cluster before a command answers CLUSTERDOWN or TRYAGAIN")
 	fs.IntVar(&cfg.Threads, "threads", 0, "event loops serving connections and running commands, and GOMAXPROCS (0: one per CPU)")
+	fs.Int64Var(&s.slowlog.SlowerThan, "slowlog-log-slower-than", commands.DefaultSlowlog.SlowerThan, "SLOWLOG: log commands that run this many microseconds or more (0: every command, -1: none)")
+	fs.Int64Var(&s.slowlog.MaxLen, "slowlog-max-len", commands.DefaultSlowlog.MaxLen, "SLOWLOG: how many entries to keep, the oldest dropped first")
+	cfg.Slowlog = &s.slowlog
+	fs.StringVar(&cfg.MetricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://host:port/metrics (default: off)")
 	return fs, &s
 }
 
@@ -98,9 +109,13 @@ func (m *memFlag) Set(v string) error {
 	return err
 }
 
-func run(args []string, stderr io.Writer) error {
+func run(args []string, stdout, stderr io.Writer) error {
 	fs, s := newFlags(stderr)
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if s.version {
+		_, err := io.WriteString(stdout, versionLine())
 		return err
 	}
 	if fs.NArg() > 0 {
@@ -136,6 +151,9 @@ func run(args []string, stderr io.Writer) error {
 	if s.Threads < 0 {
 		return fmt.Errorf("--threads: must be 0 or more, got %d", s.Threads)
 	}
+	if err := s.slowlog.Validate(); err != nil {
+		return fmt.Errorf("--%w", err)
+	}
 	if s.Threads > 0 {
 		// As many Ps as loops, with or without a data folder. One more,
 		// for persistence's background work, was tried: idle, it cost the
@@ -169,6 +187,33 @@ func run(args []string, stderr io.Writer) error {
 	return n.Close()
 }
 
+// versionLine is what --version prints, in the shape of redis-server's
+// ("Redis server v=7.0.15 sha=00000000:0 malloc=jemalloc-5.3.0 bits=64
+// build=e08dbad3e06f3fb"), so that scripts that read one read the other:
+// throttled's version, the Redis version whose behaviour it follows, the
+// commit it was built from and whether the tree had changes (00000000:0
+// when the build did not record them, as Redis built outside git), the Go
+// release in place of the allocator, the word size, and a build id that
+// changes with anything in the build (dependencies, Go, flags).
+func versionLine() string {
+	sha, dirty, build := "00000000", "0", uint64(0)
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, st := range bi.Settings {
+			switch {
+			case st.Key == "vcs.revision":
+				sha = st.Value[:min(8, len(st.Value))]
+			case st.Key == "vcs.modified" && st.Value == "true":
+				dirty = "1"
+			}
+		}
+		h := fnv.New64a()
+		h.Write([]byte(bi.String()))
+		build = h.Sum64()
+	}
+	return fmt.Sprintf("throttled server v=%s redis=%s sha=%s:%s go=%s bits=%d build=%x\n",
+		commands.Version, commands.RedisVersion, sha, dirty, runtime.Version(), strconv.IntSize, build)
+}
+
 // applyConfigFile sets every flag named in the file that was not given on the
 // command line.
 func applyConfigFile(fs *flag.FlagSet, path string, onCommandLine map[string]bool) error {
@@ -188,8 +233,11 @@ func applyConfigFile(fs *flag.FlagSet, path string, onCommandLine map[string]boo
 		if uq, err := strconv.Unquote(value); err == nil {
 			value = uq
 		}
-		if name == "config" {
+		switch name {
+		case "config":
 			return fmt.Errorf("%s:%d: config files cannot include others", path, lineNo)
+		case "version", "v":
+			return fmt.Errorf("%s:%d: unknown setting %q", path, lineNo, name)
 		}
 		if fs.Lookup(name) == nil {
 			return fmt.Errorf("%s:%d: unknown setting %q", path, lineNo, name)

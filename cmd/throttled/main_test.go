@@ -5,13 +5,19 @@ import (
 	"context"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/throttleddb/throttled/commands"
+	"github.com/throttleddb/throttled/internal/proc"
 )
 
 func TestConfigFile(t *testing.T) {
@@ -22,7 +28,7 @@ func TestConfigFile(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	write("# comment\nport 7777\nrequirepass \"s3 cret\"\n\ndatabases 4\nmaxmemory 64mb\nthreads 3\n")
+	write("# comment\nport 7777\nrequirepass \"s3 cret\"\n\ndatabases 4\nmaxmemory 64mb\nthreads 3\nslowlog-log-slower-than 0\nslowlog-max-len 5\n")
 	fs, cfg := newFlags(&bytes.Buffer{})
 	if err := fs.Parse([]string{"--config", path, "--port", "8888"}); err != nil {
 		t.Fatal(err)
@@ -34,7 +40,10 @@ func TestConfigFile(t *testing.T) {
 		t.Fatalf("got port %d, pass %q, dbs %d, maxmemory %d, threads %d; want the flag's 8888, the file's \"s3 cret\", 4, 64 MiB and 3",
 			cfg.Port, cfg.RequirePass, cfg.Databases, cfg.MaxMemory, cfg.Threads)
 	}
-	for _, bad := range []string{"nosuch 1\n", "port abc\n", "config other.conf\n", "maxmemory 1tb\n"} {
+	if got := *cfg.Slowlog; got != (commands.SlowlogConfig{SlowerThan: 0, MaxLen: 5}) {
+		t.Fatalf("slowlog settings: got %+v, want the file's 0 and 5", got)
+	}
+	for _, bad := range []string{"nosuch 1\n", "port abc\n", "config other.conf\n", "maxmemory 1tb\n", "version yes\n"} {
 		write(bad)
 		fs, _ := newFlags(&bytes.Buffer{})
 		if err := applyConfigFile(fs, path, nil); err == nil {
@@ -43,22 +52,71 @@ func TestConfigFile(t *testing.T) {
 	}
 }
 
+// TestRun_Version: --version and -v print one line in redis-server's
+// shape, with redis-server's fields in redis-server's order, and exit 0.
+func TestRun_Version(t *testing.T) {
+	line := regexp.MustCompile(`^throttled server v=0\.1\.0 redis=7\.0\.15 sha=[0-9a-f]{8}:[01] go=go[^ ]+ bits=(32|64) build=[0-9a-f]+\n$`)
+	var out bytes.Buffer
+	for _, arg := range []string{"-v", "--version"} {
+		out.Reset()
+		if err := run([]string{arg}, &out, io.Discard); err != nil || !line.MatchString(out.String()) {
+			t.Errorf("%s: got %q, %v", arg, out.String(), err)
+		}
+	}
+	redis, err := exec.Command("redis-server", "--version").Output()
+	if err != nil {
+		t.Skipf("redis-server --version: %v", err)
+	}
+	// Redis' fields (v, sha, malloc, bits, build): ours has them all but
+	// malloc (go stands in its place), in the same order.
+	fields := func(s string) (names []string) {
+		for _, f := range strings.Fields(s)[2:] {
+			name, _, _ := strings.Cut(f, "=")
+			if name != "malloc" && name != "redis" && name != "go" {
+				names = append(names, name)
+			}
+		}
+		return names
+	}
+	if got, want := fields(out.String()), fields(string(redis)); !slices.Equal(got, want) {
+		t.Errorf("fields %q, redis-server's %q (%q)", got, want, redis)
+	}
+	if !strings.HasSuffix(strings.Fields(string(redis))[1], "server") {
+		t.Errorf("redis-server --version: %q", redis)
+	}
+}
+
+func TestRun_BadSettings(t *testing.T) {
+	for _, args := range [][]string{
+		{"--slowlog-log-slower-than", "-2"},
+		{"--slowlog-max-len", "-1"},
+	} {
+		err := run(append(args, "--persistence", "off", "--port", "0"), io.Discard, io.Discard)
+		if err == nil || !strings.HasPrefix(err.Error(), args[0]+": ") {
+			t.Errorf("%q: got %v, want an error about %s", args, err, args[0])
+		}
+	}
+}
+
 // TestRun_ServesAndStopsOnSignal builds the binary, runs it as a user would
-// (with two event loops) and stops it with SIGINT.
+// (with two event loops and metrics) and stops it with SIGINT.
 func TestRun_ServesAndStopsOnSignal(t *testing.T) {
 	bin := filepath.Join(t.TempDir(), "throttled")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := proc.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
+	metricsPort, err := proc.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "--port", strconv.Itoa(port), "--dir", t.TempDir(), "--threads", "2")
+	cmd := exec.CommandContext(ctx, bin, "--port", strconv.Itoa(port), "--dir", t.TempDir(), "--threads", "2",
+		"--metrics-addr", proc.Addr(metricsPort))
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
@@ -83,6 +141,15 @@ func TestRun_ServesAndStopsOnSignal(t *testing.T) {
 	}
 	if reply != want {
 		t.Fatalf("PING and CONFIG GET threads answered %q; server log:\n%s", reply, stderr.String())
+	}
+	resp, err := http.Get("http://" + proc.Addr(metricsPort) + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || !strings.Contains(string(metrics), "\nthrottled_commands_total{command=\"ping\"} 1\n") {
+		t.Fatalf("/metrics (%v) lacks the PING:\n%s", err, metrics)
 	}
 	if err := cmd.Process.Signal(os.Interrupt); err != nil {
 		t.Fatal(err)
@@ -118,7 +185,7 @@ func TestRun_BadReplicationSettings(t *testing.T) {
 		{[]string{"--replication", "paxos", "--dir", dir}, "want none or raft"},
 	} {
 		var stderr bytes.Buffer
-		err := run(tc.args, &stderr)
+		err := run(tc.args, io.Discard, &stderr)
 		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
 			t.Errorf("%v: got %v, want one line with %q", tc.args, err, tc.want)
 		}
@@ -164,7 +231,7 @@ func TestRun_RaftRefusesSingleNodeFolder(t *testing.T) {
 	}
 	args := []string{"--replication", "raft", "--node-id", "n1", "--cluster-addr", "127.0.0.1:7001",
 		"--peers", "n1=127.0.0.1:7001", "--dir", single}
-	err := run(args, &bytes.Buffer{})
+	err := run(args, io.Discard, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "not a Raft member's") {
 		t.Fatalf("raft on a single node's folder: %v", err)
 	}
@@ -175,10 +242,58 @@ func TestRun_RaftRefusesSingleNodeFolder(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(member, "raft"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := run([]string{"--port", "0", "--dir", member}, &bytes.Buffer{}); err == nil {
+	if err := run([]string{"--port", "0", "--dir", member}, io.Discard, io.Discard); err == nil {
 		t.Fatal("a single node started on a Raft member's folder")
 	}
 	if entries, _ := os.ReadDir(member); len(entries) != 1 {
 		t.Fatalf("the member's folder changed: %v", entries)
+	}
+}
+
+// TestExampleSystemd keeps examples/systemd working: the sample config file
+// loads, the unit starts throttled on it with the data folder the config
+// names, and, where systemd-analyze is installed, the unit verifies and its
+// hardening keeps systemd's exposure score at 2.0 or below.
+func TestExampleSystemd(t *testing.T) {
+	const dir = "../../examples/systemd/"
+	fs, cfg := newFlags(&bytes.Buffer{})
+	if err := applyConfigFile(fs, dir+"throttled.conf", nil); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Dir != "/var/lib/throttled" || cfg.MetricsAddr != "127.0.0.1:9121" || cfg.Bind != "127.0.0.1" {
+		t.Errorf("throttled.conf: dir %q, metrics-addr %q, bind %q", cfg.Dir, cfg.MetricsAddr, cfg.Bind)
+	}
+	unit, err := os.ReadFile(dir + "throttled.service")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range []string{
+		"ExecStart=/usr/local/bin/throttled --config /etc/throttled/throttled.conf",
+		"StateDirectory=throttled", // /var/lib/throttled, the config's dir
+		"User=throttled",
+		"Restart=on-failure",
+	} {
+		if !strings.Contains(string(unit), "\n"+line+"\n") {
+			t.Errorf("throttled.service lacks %q", line)
+		}
+	}
+	analyze, err := exec.LookPath("systemd-analyze")
+	if err != nil {
+		t.Skip("systemd-analyze is not installed")
+	}
+	// verify wants the binary ExecStart names to exist: use this one.
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "throttled.service")
+	if err := os.WriteFile(path, []byte(strings.ReplaceAll(string(unit), "/usr/local/bin/throttled", self)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(analyze, "verify", path).CombinedOutput(); err != nil || len(out) > 0 {
+		t.Errorf("systemd-analyze verify: %v\n%s", err, out)
+	}
+	if out, err := exec.Command(analyze, "security", "--offline=true", "--threshold=20", path).CombinedOutput(); err != nil {
+		t.Errorf("systemd-analyze security: exposure above 2.0 (%v)\n%s", err, out)
 	}
 }

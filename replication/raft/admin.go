@@ -268,19 +268,56 @@ func (n *Node) members() []member {
 	return list
 }
 
+// Status is this member's view of the group, as INFO replication shows it
+// and the metrics export it.
+type Status struct {
+	// State is "follower", "candidate", "leader" or "shutdown".
+	State string
+	Term  uint64
+	// Leader is the leader's id, "" when this member knows of none.
+	Leader                                       string
+	CommitIndex, AppliedIndex, LastSnapshotIndex uint64
+	// Members counts the members of the configuration, Reachable those
+	// this member can reach (itself included).
+	Members, Reachable int
+}
+
+// Status returns this member's view of the group.
+func (n *Node) Status() Status { return n.status(n.members()) }
+
+func (n *Node) status(members []member) Status {
+	_, leader := n.r.LeaderWithID()
+	snap, _ := strconv.ParseUint(n.r.Stats()["last_snapshot_index"], 10, 64)
+	st := Status{
+		State:             strings.ToLower(n.r.State().String()),
+		Term:              n.r.CurrentTerm(),
+		Leader:            string(leader),
+		CommitIndex:       n.r.CommitIndex(),
+		AppliedIndex:      n.fsm.index.Load(),
+		LastSnapshotIndex: snap,
+		Members:           len(members),
+	}
+	for _, m := range members {
+		if m.reachable {
+			st.Reachable++
+		}
+	}
+	return st
+}
+
 // AppendInfo implements commands.Cluster: INFO replication's Raft lines.
 func (n *Node) AppendInfo(b []byte) []byte {
 	line := func(k, v string) { b = append(append(append(append(b, k...), ':'), v...), "\r\n"...) }
-	_, leader := n.r.LeaderWithID()
 	members := n.members()
+	st := n.status(members)
 	line("raft_node_id", n.cfg.ID)
-	line("raft_state", strings.ToLower(n.r.State().String()))
-	line("raft_term", strconv.FormatUint(n.r.CurrentTerm(), 10))
-	line("raft_leader_id", string(leader))
-	line("raft_commit_index", strconv.FormatUint(n.r.CommitIndex(), 10))
-	line("raft_applied_index", strconv.FormatUint(n.fsm.index.Load(), 10))
-	line("raft_last_snapshot_index", n.r.Stats()["last_snapshot_index"])
-	line("raft_members", strconv.Itoa(len(members)))
+	line("raft_state", st.State)
+	line("raft_term", strconv.FormatUint(st.Term, 10))
+	line("raft_leader_id", st.Leader)
+	line("raft_commit_index", strconv.FormatUint(st.CommitIndex, 10))
+	line("raft_applied_index", strconv.FormatUint(st.AppliedIndex, 10))
+	line("raft_last_snapshot_index", strconv.FormatUint(st.LastSnapshotIndex, 10))
+	line("raft_members", strconv.Itoa(st.Members))
 	for _, m := range members {
 		contact := "never"
 		if !m.lastContact.IsZero() {
