@@ -2,6 +2,7 @@ package commands
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"strings"
@@ -30,8 +31,12 @@ type Config struct {
 	// Manual is the clock when the server runs with --debug-clock; DEBUG CLOCK
 	// SET and ADVANCE are refused without it.
 	Manual *clock.Manual
-	// RequirePass, when set, makes clients AUTH first (user "default").
+	// RequirePass, when set, makes clients AUTH first: it is the default
+	// user's password.
 	RequirePass string
+	// ACLFile is the file of users ACL LOAD reads and ACL SAVE writes; New
+	// loads it. Empty: users live only in memory.
+	ACLFile string
 	// Settings are the values CONFIG GET reports for settings fixed at start
 	// (bind, port, dir...), keyed by lower-case name.
 	Settings map[string]string
@@ -45,8 +50,13 @@ type Config struct {
 	Persistence *persistence.DB
 }
 
-// ErrConfig is returned by New when the configuration is unusable.
-var ErrConfig = errors.New("commands: invalid configuration")
+// Errors of New.
+var (
+	// ErrConfig: the configuration is unusable.
+	ErrConfig = errors.New("commands: invalid configuration")
+	// ErrACLFile: the ACL file does not load.
+	ErrACLFile = errors.New("commands: the ACL file does not load")
+)
 
 // Server runs commands against a store. It implements resp.Handler and is
 // safe for concurrent use.
@@ -71,9 +81,15 @@ type Server struct {
 	// by the replication mode's one applying goroutine.
 	cluster  Cluster
 	applying connState
+	// replayed are the users of the rules that came with applied
+	// commands (replayUser); only the applying goroutine uses it.
+	replayed map[string]*User
 
 	commandsProcessed atomic.Int64
-	password          atomic.Pointer[string] // requirepass; "" for none
+	// password is requirepass as CONFIG GET shows it (Redis keeps it in
+	// clear for that); the default user has only its hash.
+	password atomic.Pointer[string]
+	acl      *acl
 }
 
 // cmdStats counts a command's calls and error replies for INFO. A container
@@ -87,12 +103,8 @@ type cmdStats struct {
 // of returns the counters for spec called with args: its subcommand's when
 // args name one, else st's own.
 func (st *cmdStats) of(spec *Spec, args [][]byte) *cmdStats {
-	if len(args) > 1 {
-		for i, sub := range spec.Subcommands {
-			if is(args[1], sub) {
-				return &st.subs[i]
-			}
-		}
+	if i := spec.sub(args); i >= 0 {
+		return &st.subs[i]
 	}
 	return st
 }
@@ -102,11 +114,11 @@ func (st *cmdStats) of(spec *Spec, args [][]byte) *cmdStats {
 func (st *cmdStats) each(spec *Spec, fn func(name string, c *cmdStats)) {
 	fn(spec.Name, st)
 	for i, sub := range spec.Subcommands {
-		fn(spec.Name+"|"+sub, &st.subs[i])
+		fn(spec.Name+"|"+sub.Name, &st.subs[i])
 	}
 }
 
-// New returns a server for cfg.
+// New returns a server for cfg. It fails when the ACL file does not load.
 func New(cfg Config) (*Server, error) {
 	if cfg.Store == nil || cfg.Clock == nil {
 		return nil, ErrConfig
@@ -114,6 +126,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	initACLIndex()
 	s := &Server{
 		cfg:   cfg,
 		store: cfg.Store,
@@ -123,13 +136,20 @@ func New(cfg Config) (*Server, error) {
 		start: time.Now(),
 		log:   cfg.Logger,
 
-		scripts: scripting.New(scripting.Options{Logger: cfg.Logger}),
+		scripts:  scripting.New(scripting.Options{Logger: cfg.Logger}),
+		replayed: map[string]*User{},
 	}
 	for _, sp := range specs {
 		s.stats[sp] = &cmdStats{subs: make([]cmdStats, len(sp.Subcommands))}
 	}
 	s.syncReplies = cfg.Persistence != nil && cfg.Persistence.Stats().Fsync == persistence.Always
 	s.password.Store(&cfg.RequirePass)
+	s.acl = newACL(cfg.RequirePass)
+	if cfg.ACLFile != "" {
+		if _, problem := s.loadACLFile(); problem != "" {
+			return nil, fmt.Errorf("%w: %s", ErrACLFile, problem)
+		}
+	}
 	s.conf = newSettings(s)
 	return s, nil
 }
@@ -141,9 +161,10 @@ func (s *Server) CommandsProcessed() int64 { return s.commandsProcessed.Load() }
 // requirePass returns the password clients must AUTH with ("" for none).
 func (s *Server) requirePass() string { return *s.password.Load() }
 
-// RequireAuth reports whether new connections must authenticate; it is the
-// resp.Config.RequireAuth of the listener.
-func (s *Server) RequireAuth() bool { return s.requirePass() != "" }
+// RequireAuth reports whether new connections must authenticate (the
+// default user has a password or is off); it is the resp.Config.RequireAuth
+// of the listener.
+func (s *Server) RequireAuth() bool { return s.acl.authRequired() }
 
 // SetNetwork gives the server the listener it serves, for CLIENT LIST, CLIENT
 // KILL and INFO clients.
@@ -151,7 +172,11 @@ func (s *Server) SetNetwork(n *resp.Server) { s.net.Store(n) }
 
 // connState is what the server keeps per connection.
 type connState struct {
-	db    int
+	db int
+	// user is who the connection is authenticated as (the default user
+	// until AUTH); on a Raft replica applying the log, the user whose
+	// rules came with the entry.
+	user  *User
 	locks store.LockSet
 	watch store.Watch
 	// watched are the keys WATCH took fingerprints of on a Raft node
@@ -193,7 +218,7 @@ func (s *Server) state(c *resp.Conn) *connState {
 	if st, ok := c.State.(*connState); ok {
 		return st
 	}
-	st := &connState{}
+	st := &connState{user: s.acl.def}
 	c.State = st
 	return st
 }
@@ -210,9 +235,24 @@ func (s *Server) ServeRESP(c *resp.Conn, args [][]byte) {
 		s.reject(c, st, spec, wrongArity(spec.Name))
 		return
 	}
-	if !c.Authenticated() && spec.Flags&NoAuth == 0 {
+	// As in Redis, a connection that has not authenticated may run
+	// commands again once the default user needs no password.
+	if !c.Authenticated() && spec.Flags&NoAuth == 0 && s.RequireAuth() {
 		s.reject(c, st, spec, errNoAuth)
 		return
+	}
+	if r := st.user.rules.Load(); !r.unrestricted {
+		if r == s.acl.none {
+			// The user is gone (ACL DELUSER, ACL LOAD) and this
+			// connection not closed yet: close it now, as Redis would
+			// have before reading more from it.
+			c.CloseAfterReply()
+			return
+		}
+		if d := r.check(spec, args); d != permitted {
+			s.reject(c, st, spec, d.reply(spec, args))
+			return
+		}
 	}
 	if s.scripts.Busy() && !allowedWhileBusy(spec, args) {
 		s.reject(c, st, spec, scripting.ReplyBusy)
