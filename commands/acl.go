@@ -409,21 +409,21 @@ func (r *userRules) addKeyPattern(op string) *ruleError {
 	perm, rest := KeyRead|KeyWrite, op[1:]
 	if op[0] == '%' {
 		perm = 0
-		for rest != "" {
-			c := rest[0]
-			rest = rest[1:]
-			switch {
+		i := 1
+		for ; i < len(op) && op[i] != '~'; i++ {
+			switch c := op[i]; {
 			case (c == 'R' || c == 'r') && perm&KeyRead == 0:
 				perm |= KeyRead
 			case (c == 'W' || c == 'w') && perm&KeyWrite == 0:
 				perm |= KeyWrite
-			case c == '~':
-				goto parsed
 			default:
 				return errRuleSyntax
 			}
 		}
-	parsed:
+		if perm == 0 {
+			return errRuleSyntax
+		}
+		rest = op[min(i+1, len(op)):]
 	}
 	if hasSpace(rest) {
 		return errRuleSyntax
@@ -457,7 +457,9 @@ func (r *userRules) allowCommand(name string) *ruleError {
 		return unknownCommandRule(base)
 	case strings.Contains(e.name, "|"):
 		return errRuleFirstArgSub
-	case arg == "":
+	case arg == "" || hasSpace(arg):
+		// (Redis takes a first argument with spaces, and then writes rules
+		// it cannot read back.)
 		return errRuleSyntax
 	case e.subs != nil:
 		sub := aclIndex.lookup(name)
@@ -465,11 +467,12 @@ func (r *userRules) allowCommand(name string) *ruleError {
 			return unknownCommandRule(name)
 		}
 		r.change(sub, true)
+	case r.cmds.has(e.id):
+		// The command is allowed whatever its first argument.
 	default:
 		// Redis' deprecated first-arg rule ("+select|0"): still written by
 		// its ACL SAVE, so it loads.
-		arg = strings.ToLower(arg)
-		if !slices.Contains(r.firstArgs[e.id], arg) {
+		if !slices.ContainsFunc(r.firstArgs[e.id], func(a string) bool { return strings.EqualFold(a, arg) }) {
 			if r.firstArgs == nil {
 				r.firstArgs = map[int][]string{}
 			}
