@@ -726,24 +726,32 @@ func (r *userRules) firstArgAllowed(id int, args [][]byte) bool {
 }
 
 // keysAllowed reports whether r's key patterns allow every key of the call.
+// As in Server.addLocks, only a KeysFn gets a closure that escapes: keys at
+// fixed places (the throttle commands) are checked without allocating.
 func (r *userRules) keysAllowed(spec *Spec, args [][]byte) bool {
 	access := spec.access(args)
 	if access&KeyUnchecked != 0 {
 		return true
 	}
 	need := access & (KeyRead | KeyWrite)
-	ok := true
-	check := func(key []byte) {
-		ok = ok && slices.ContainsFunc(r.keys, func(k keyPattern) bool {
-			return k.perm&need == need && globMatch(k.pattern, string(key))
-		})
-	}
 	if spec.KeysFn != nil {
-		spec.KeysFn(args, check)
-	} else {
-		spec.keys(args, check)
+		ok := true
+		spec.KeysFn(args, func(k []byte) { ok = ok && r.keyAllowed(k, need) })
+		return ok
 	}
+	ok := true
+	spec.keys(args, func(k []byte) { ok = ok && r.keyAllowed(k, need) })
 	return ok
+}
+
+// keyAllowed reports whether a pattern granting need matches key.
+func (r *userRules) keyAllowed(key []byte, need KeyAccess) bool {
+	for _, k := range r.keys {
+		if k.perm&need == need && globMatch(k.pattern, string(key)) {
+			return true
+		}
+	}
+	return false
 }
 
 // The replies for a denial, in each place Redis gives one.

@@ -120,6 +120,8 @@ func TestCLThrottle_HotPathAllocs(t *testing.T) {
 func BenchmarkDispatch(b *testing.B) {
 	for _, bc := range []struct{ name, cmd string }{
 		{"CL.THROTTLE", "CL.THROTTLE user:1 15 30 60"},
+		// As a gateway's ACL user, whose commands and keys are checked.
+		{"CL.THROTTLE-gateway", "CL.THROTTLE ratelimit:1 15 30 60"},
 		{"INCR", "INCR counter:1"},
 		{"FWC.THROTTLE", "FWC.THROTTLE f:1 1000000000 60"},
 		{"SWL.THROTTLE", "SWL.THROTTLE l:1 100 60"},
@@ -138,6 +140,9 @@ func BenchmarkDispatch(b *testing.B) {
 				args = append(args, []byte(a))
 			}
 			switch bc.name {
+			case "CL.THROTTLE-gateway":
+				do(s, c, "ACL", "SETUSER", "gw", "on", "nopass", "-@all", "+@ratelimit", "~ratelimit:*")
+				do(s, c, "AUTH", "gw", "x")
 			case "EVAL":
 				args[1] = []byte("return 1")
 			case "KONG.EVAL":
