@@ -290,21 +290,3 @@ func FuzzACLSetUser(f *testing.F) {
 		}
 	})
 }
-
-// TestACL_GatewayHotPathAllocs: checking a limited user's command and keys
-// adds no allocation to CL.THROTTLE (DESIGN.md's budget is one).
-func TestACL_GatewayHotPathAllocs(t *testing.T) {
-	s, _ := newTestServer(t)
-	c := &resp.Conn{}
-	do(s, c, "ACL", "SETUSER", "gw", "on", "nopass", "-@all", "+@ratelimit", "~ratelimit:*")
-	do(s, c, "AUTH", "gw", "x")
-	args := argsOf("CL.THROTTLE ratelimit:1 15 30 60")
-	s.ServeRESP(c, args)
-	allocs := testing.AllocsPerRun(1000, func() {
-		c.W.Truncate(0)
-		s.ServeRESP(c, args)
-	})
-	if allocs > 1 {
-		t.Fatalf("CL.THROTTLE as a gateway user: %v allocs, want <= 1", allocs)
-	}
-}

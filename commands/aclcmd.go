@@ -91,11 +91,7 @@ func aclCmd(c *Ctx) {
 	case is(sub, "CAT"):
 		c.aclCat()
 	case is(sub, "LOAD"):
-		if !c.subArity(2, "acl|load") {
-			return
-		}
-		if c.srv.cfg.ACLFile == "" {
-			c.W.Error(errNoACLFile)
+		if !c.aclFileReady("acl|load") {
 			return
 		}
 		closed, problem := c.srv.loadACLFile()
@@ -106,11 +102,7 @@ func aclCmd(c *Ctx) {
 		c.closeUserConns(closed)
 		c.W.OK()
 	case is(sub, "SAVE"):
-		if !c.subArity(2, "acl|save") {
-			return
-		}
-		if c.srv.cfg.ACLFile == "" {
-			c.W.Error(errNoACLFile)
+		if !c.aclFileReady("acl|save") {
 			return
 		}
 		if err := c.srv.saveACLFile(); err != nil {
@@ -124,6 +116,20 @@ func aclCmd(c *Ctx) {
 	default:
 		c.W.Error(unknownSubcommand(sub, "ACL"))
 	}
+}
+
+// aclFileReady checks ACL LOAD's or SAVE's arguments (name is
+// "acl|load" or "acl|save") and that there is an ACL file, and answers the
+// error if not.
+func (c *Ctx) aclFileReady(name string) bool {
+	if !c.subArity(2, name) {
+		return false
+	}
+	if c.srv.cfg.ACLFile == "" {
+		c.W.Error(errNoACLFile)
+		return false
+	}
+	return true
 }
 
 // ACL SETUSER username [rule ...]

@@ -100,18 +100,25 @@ func TestCLThrottle_PeekLeavesNoKey(t *testing.T) {
 }
 
 // TestCLThrottle_HotPathAllocs guards the performance budget of DESIGN.md:
-// CL.THROTTLE on an existing key allocates at most once.
+// CL.THROTTLE on an existing key allocates at most once, by the default
+// user and by a gateway's ACL user, whose command and keys are checked.
 func TestCLThrottle_HotPathAllocs(t *testing.T) {
-	s, _ := newTestServer(t)
-	c := &resp.Conn{}
-	args := [][]byte{[]byte("CL.THROTTLE"), []byte("user:1"), []byte("15"), []byte("30"), []byte("60")}
-	s.ServeRESP(c, args)
-	allocs := testing.AllocsPerRun(1000, func() {
-		c.W.Truncate(0)
+	for _, user := range []string{"default", "gateway"} {
+		s, _ := newTestServer(t)
+		c := &resp.Conn{}
+		if user == "gateway" {
+			do(s, c, "ACL", "SETUSER", "gateway", "on", "nopass", "-@all", "+@ratelimit", "~user:*")
+			do(s, c, "AUTH", "gateway", "x")
+		}
+		args := [][]byte{[]byte("CL.THROTTLE"), []byte("user:1"), []byte("15"), []byte("30"), []byte("60")}
 		s.ServeRESP(c, args)
-	})
-	if allocs > 1 {
-		t.Fatalf("CL.THROTTLE on an existing key: %v allocs, want <= 1", allocs)
+		allocs := testing.AllocsPerRun(1000, func() {
+			c.W.Truncate(0)
+			s.ServeRESP(c, args)
+		})
+		if allocs > 1 {
+			t.Fatalf("CL.THROTTLE on an existing key by %s: %v allocs, want <= 1", user, allocs)
+		}
 	}
 }
 

@@ -27,7 +27,7 @@ import (
 // answers neither reads nor writes.
 //
 // Commands about the connection or the node (PING, SELECT, AUTH, HELLO,
-// CLIENT, INFO, CONFIG, DEBUG, RAFT...) run on the node asked, as before.
+// CLIENT, INFO, CONFIG, DEBUG, RAFT, ACL...) run on the node asked, as before.
 
 // Command is one client command on its way through the log: what Apply
 // needs to run it on any replica, and nothing of the connection beyond that.
