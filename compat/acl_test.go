@@ -128,11 +128,17 @@ func TestACL_FileFromRedis(t *testing.T) {
 	if again, err := os.ReadFile(ourFile); err != nil || string(again) != string(saved) {
 		t.Fatalf("ACL SAVE wrote %q (%v), want Redis' %q", again, err, saved)
 	}
+	raw := e2eDial(t, node.Addr())
+	e2eMustDo(t, raw, "+OK\r\n", "AUTH", "app", "apppass")
 	if err := tc.Do(ctx, "ACL", "LOAD").Err(); err != nil {
 		t.Fatal(err)
 	}
 	if got := aclStrings(t, ctx, tc, "ACL", "LIST"); !slices.Equal(got, want) {
 		t.Fatalf("ACL LIST after ACL LOAD: got %q, want %q", got, want)
+	}
+	// ACL LOAD replaced app: as in Redis, its connections are closed.
+	if got, err := raw.Do("PING"); err == nil {
+		t.Fatalf("PING on a connection of a user ACL LOAD replaced: %q, want the connection closed", got)
 	}
 }
 
