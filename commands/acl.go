@@ -124,20 +124,20 @@ func (b *cmdBits) set(id int, on bool) {
 // command's number without a lookup. It cannot be a package initializer:
 // the table it indexes holds the ACL command, whose rules read it.
 var (
-	aclIndex     *aclIndexT
+	aclIndex     *aclCommands
 	aclIndexOnce sync.Once
 )
 
-type aclIndexT struct {
+type aclCommands struct {
 	top    []*aclEntry          // top-level commands, by name
 	byName map[string]*aclEntry // lower-case full name
 }
 
 func initACLIndex() { aclIndexOnce.Do(func() { aclIndex = newACLIndex(specs) }) }
 
-func newACLIndex(list []*Spec) *aclIndexT {
+func newACLIndex(list []*Spec) *aclCommands {
 	sorted := slices.SortedFunc(slices.Values(list), func(a, b *Spec) int { return strings.Compare(a.Name, b.Name) })
-	x := &aclIndexT{byName: map[string]*aclEntry{}}
+	x := &aclCommands{byName: map[string]*aclEntry{}}
 	id := 0
 	add := func(name string, cats Category) *aclEntry {
 		e := &aclEntry{name: name, cats: cats, id: id}
@@ -149,12 +149,11 @@ func newACLIndex(list []*Spec) *aclIndexT {
 		e := add(sp.Name, sp.Categories)
 		sp.aclID = e.id
 		x.top = append(x.top, e)
-		subs := slices.Clone(sp.Subcommands)
-		slices.SortFunc(subs, func(a, b Sub) int { return strings.Compare(a.Name, b.Name) })
-		for _, sub := range subs {
+		for i := range sp.Subcommands { // listed by name (a test checks)
+			sub := &sp.Subcommands[i]
 			se := add(sp.Name+"|"+sub.Name, sub.Categories)
 			e.subs = append(e.subs, se)
-			sp.Subcommands[slices.IndexFunc(sp.Subcommands, func(s Sub) bool { return s.Name == sub.Name })].aclID = se.id
+			sub.aclID = se.id
 		}
 	}
 	if id > len(cmdBits{})*64 {
@@ -164,7 +163,7 @@ func newACLIndex(list []*Spec) *aclIndexT {
 }
 
 // all yields every command, each container followed by its subcommands.
-func (x *aclIndexT) all() iter.Seq[*aclEntry] {
+func (x *aclCommands) all() iter.Seq[*aclEntry] {
 	return func(yield func(*aclEntry) bool) {
 		for _, e := range x.top {
 			if !yield(e) {
@@ -181,7 +180,7 @@ func (x *aclIndexT) all() iter.Seq[*aclEntry] {
 
 // lookup finds "cmd" or "cmd|sub", ignoring case, as Redis'
 // lookupCommandBySds does.
-func (x *aclIndexT) lookup(name string) *aclEntry {
+func (x *aclCommands) lookup(name string) *aclEntry {
 	if strings.Count(name, "|") > 1 {
 		return nil
 	}

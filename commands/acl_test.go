@@ -47,6 +47,9 @@ func TestACL_TableCategories(t *testing.T) {
 		if (sp.FirstKey != 0 || sp.KeysFn != nil) && sp.Access == 0 && sp.AccessFn == nil {
 			t.Errorf("%s: has keys but no Access for ACL key patterns", sp.Name)
 		}
+		if !slices.IsSortedFunc(sp.Subcommands, func(a, b Sub) int { return strings.Compare(a.Name, b.Name) }) {
+			t.Errorf("%s: subcommands not listed by name", sp.Name)
+		}
 		for _, sub := range sp.Subcommands {
 			if (sub.Categories&CatFast != 0) == (sub.Categories&CatSlow != 0) {
 				t.Errorf("%s|%s: want exactly one of @fast and @slow", sp.Name, sub.Name)
