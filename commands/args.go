@@ -39,6 +39,17 @@ func parseSigned(b []byte) (neg bool, u uint64, ok bool) {
 	return neg, u, true
 }
 
+// subArity checks the argument count of a container's subcommand in Redis'
+// convention (n > 0: exactly n, n < 0: at least -n) and answers Redis' error
+// when it is wrong; name is "cmd|sub".
+func (c *Ctx) subArity(n int, name string) bool {
+	if (n > 0 && len(c.Args) != n) || len(c.Args) < -n {
+		c.W.Error(wrongArity(name))
+		return false
+	}
+	return true
+}
+
 // help answers a container command's HELP subcommand (cmd is its lower-case
 // name) with one status line per entry, as Redis does.
 func (c *Ctx) help(cmd string, lines []string) {

@@ -111,8 +111,16 @@ func commandInfo(c *Ctx, sp *Spec) {
 	c.W.Int(int64(sp.FirstKey))
 	c.W.Int(int64(sp.LastKey))
 	c.W.Int(int64(sp.Step))
-	c.W.Set(1)
-	c.W.Status("@" + sp.Group)
+	var cats []string
+	for _, cat := range aclCategories {
+		if sp.Categories&cat.cat != 0 {
+			cats = append(cats, "@"+cat.name)
+		}
+	}
+	c.W.Set(len(cats))
+	for _, cat := range cats {
+		c.W.Status(cat)
+	}
 	c.W.Array(0)
 	c.W.Array(0)
 	c.W.Array(0)

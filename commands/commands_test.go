@@ -107,18 +107,25 @@ func TestCLThrottle_PeekLeavesNoKey(t *testing.T) {
 }
 
 // TestCLThrottle_HotPathAllocs guards the performance budget of DESIGN.md:
-// CL.THROTTLE on an existing key allocates at most once.
+// CL.THROTTLE on an existing key allocates at most once, by the default
+// user and by a gateway's ACL user, whose command and keys are checked.
 func TestCLThrottle_HotPathAllocs(t *testing.T) {
-	s, _ := newTestServer(t)
-	c := &resp.Conn{}
-	args := [][]byte{[]byte("CL.THROTTLE"), []byte("user:1"), []byte("15"), []byte("30"), []byte("60")}
-	s.ServeRESP(c, args)
-	allocs := testing.AllocsPerRun(1000, func() {
-		c.W.Truncate(0)
+	for _, user := range []string{"default", "gateway"} {
+		s, _ := newTestServer(t)
+		c := &resp.Conn{}
+		if user == "gateway" {
+			do(s, c, "ACL", "SETUSER", "gateway", "on", "nopass", "-@all", "+@ratelimit", "~user:*")
+			do(s, c, "AUTH", "gateway", "x")
+		}
+		args := [][]byte{[]byte("CL.THROTTLE"), []byte("user:1"), []byte("15"), []byte("30"), []byte("60")}
 		s.ServeRESP(c, args)
-	})
-	if allocs > 1 {
-		t.Fatalf("CL.THROTTLE on an existing key: %v allocs, want <= 1", allocs)
+		allocs := testing.AllocsPerRun(1000, func() {
+			c.W.Truncate(0)
+			s.ServeRESP(c, args)
+		})
+		if allocs > 1 {
+			t.Fatalf("CL.THROTTLE on an existing key by %s: %v allocs, want <= 1", user, allocs)
+		}
 	}
 }
 
@@ -128,6 +135,8 @@ func TestCLThrottle_HotPathAllocs(t *testing.T) {
 func BenchmarkDispatch(b *testing.B) {
 	for _, bc := range []struct{ name, cmd string }{
 		{"CL.THROTTLE", "CL.THROTTLE user:1 15 30 60"},
+		// As a gateway's ACL user, whose commands and keys are checked.
+		{"CL.THROTTLE-gateway", "CL.THROTTLE ratelimit:1 15 30 60"},
 		{"INCR", "INCR counter:1"},
 		{"FWC.THROTTLE", "FWC.THROTTLE f:1 1000000000 60"},
 		{"SWL.THROTTLE", "SWL.THROTTLE l:1 100 60"},
@@ -146,6 +155,9 @@ func BenchmarkDispatch(b *testing.B) {
 				args = append(args, []byte(a))
 			}
 			switch bc.name {
+			case "CL.THROTTLE-gateway":
+				do(s, c, "ACL", "SETUSER", "gw", "on", "nopass", "-@all", "+@ratelimit", "~ratelimit:*")
+				do(s, c, "AUTH", "gw", "x")
 			case "EVAL":
 				args[1] = []byte("return 1")
 			case "KONG.EVAL":

@@ -68,12 +68,16 @@ func newSettings(s *Server) *settings {
 		busyThreshold(s, "busy-reply-threshold"),
 		busyThreshold(s, "lua-time-limit"),
 		{name: "maxmemory-policy", get: func() string { return evictionPolicy(s.store.Limits()) }},
+		// requirepass is the default user's password, as in Redis: setting
+		// it replaces the user's passwords ("" makes it nopass).
 		{name: "requirepass", get: s.requirePass, set: func(v string) error {
 			s.password.Store(&v)
+			s.acl.setDefaultPassword(v)
 			return nil
 		}},
 		slowlogSetting("slowlog-log-slower-than", &s.slow.slowerThan, minSlowerThan),
 		slowlogSetting("slowlog-max-len", &s.slow.maxLen, minMaxLen),
+		fixed("aclfile", s.cfg.ACLFile),
 	}
 	for k, v := range s.cfg.Settings {
 		if !slices.ContainsFunc(list, func(x setting) bool { return x.name == k }) {

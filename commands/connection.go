@@ -2,7 +2,6 @@ package commands
 
 import (
 	"cmp"
-	"crypto/subtle"
 	"fmt"
 	"slices"
 	"strings"
@@ -38,9 +37,8 @@ func reset(c *Ctx) {
 	c.setDB(0)
 	c.Conn.SetProto(2)
 	c.Conn.SetName("")
-	if c.srv.requirePass() != "" {
-		c.Conn.SetAuthenticated(false)
-	}
+	c.setUser(c.srv.acl.def)
+	c.Conn.SetAuthenticated(!c.srv.RequireAuth())
 	c.W.Status("RESET")
 }
 
@@ -51,14 +49,22 @@ func (c *Ctx) setDB(db int) {
 	}
 }
 
-// checkPassword reports whether user/pass authenticate. There is one user,
-// "default": with no requirepass it accepts any password, as in Redis.
-func (s *Server) checkPassword(user, pass []byte) bool {
-	if !strings.EqualFold(string(user), "default") {
+// setUser makes u the connection's user, for its commands and CLIENT LIST.
+func (c *Ctx) setUser(u *User) {
+	c.st.user = u
+	c.Conn.SetUser(u.name)
+}
+
+// login authenticates the connection as user/pass and reports whether it
+// could.
+func (c *Ctx) login(user, pass []byte) bool {
+	u := c.srv.acl.authenticate(user, pass)
+	if u == nil {
 		return false
 	}
-	want := s.requirePass()
-	return want == "" || subtle.ConstantTimeCompare(pass, []byte(want)) == 1
+	c.setUser(u)
+	c.Conn.SetAuthenticated(true)
+	return true
 }
 
 // AUTH [user] password
@@ -70,15 +76,14 @@ func auth(c *Ctx) {
 	user, pass := []byte("default"), c.Args[1]
 	if len(c.Args) == 3 {
 		user, pass = c.Args[1], c.Args[2]
-	} else if c.srv.requirePass() == "" {
+	} else if c.srv.acl.def.rules.Load().nopass {
 		c.W.Error(errNoPassword)
 		return
 	}
-	if !c.srv.checkPassword(user, pass) {
+	if !c.login(user, pass) {
 		c.W.Error(errWrongPass)
 		return
 	}
-	c.Conn.SetAuthenticated(true)
 	c.W.OK()
 }
 
@@ -128,11 +133,10 @@ func hello(c *Ctx) {
 		more := len(c.Args) - i - 1
 		switch {
 		case is(c.Args[i], "AUTH") && more >= 2:
-			if !c.srv.checkPassword(c.Args[i+1], c.Args[i+2]) {
+			if !c.login(c.Args[i+1], c.Args[i+2]) {
 				c.W.Error(errWrongPass)
 				return
 			}
-			c.Conn.SetAuthenticated(true)
 			i += 2
 		case is(c.Args[i], "SETNAME") && more >= 1:
 			if !validClientName(c.Args[i+1]) {
@@ -215,21 +219,13 @@ var clientHelp = []string{
 // CLIENT subcommand ...
 func client(c *Ctx) {
 	sub := c.Args[1]
-	argc := len(c.Args)
-	arity := func(n int, name string) bool {
-		if argc != n {
-			c.W.Error(wrongArity("client|" + name))
-			return false
-		}
-		return true
-	}
 	switch {
 	case is(sub, "ID"):
-		if arity(2, "id") {
+		if c.subArity(2, "client|id") {
 			c.W.Int(c.Conn.ID)
 		}
 	case is(sub, "GETNAME"):
-		if !arity(2, "getname") {
+		if !c.subArity(2, "client|getname") {
 			return
 		}
 		if n := c.Conn.Name(); n != "" {
@@ -238,7 +234,7 @@ func client(c *Ctx) {
 			c.W.Null()
 		}
 	case is(sub, "SETNAME"):
-		if !arity(3, "setname") {
+		if !c.subArity(3, "client|setname") {
 			return
 		}
 		if !validClientName(c.Args[2]) {
@@ -248,7 +244,7 @@ func client(c *Ctx) {
 		c.Conn.SetName(string(c.Args[2]))
 		c.W.OK()
 	case is(sub, "SETINFO"):
-		if !arity(4, "setinfo") {
+		if !c.subArity(4, "client|setinfo") {
 			return
 		}
 		attr := c.Args[2]
@@ -263,7 +259,7 @@ func client(c *Ctx) {
 		c.Conn.SetLib(is(attr, "LIB-NAME"), string(c.Args[3]))
 		c.W.OK()
 	case is(sub, "INFO"):
-		if arity(2, "info") {
+		if c.subArity(2, "client|info") {
 			c.W.Verbatim(clientLine(nil, c.srv, c.Conn.Info()))
 		}
 	case is(sub, "LIST"):

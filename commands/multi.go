@@ -48,9 +48,17 @@ func exec(c *Ctx) {
 	if c.st.watch.Dirty() || c.Tx.WatchExpired(&c.st.watch) {
 		c.W.NullArray()
 	} else {
+		// The user's rules may have changed since the commands were
+		// queued: Redis checks each again and refuses those no longer
+		// allowed, on their own.
+		rules := c.st.user.rules.Load()
 		c.W.Array(len(m.queue))
 		for i, spec := range m.specs {
 			c.Args = m.queue[i]
+			if d := rules.check(spec, c.Args); d != permitted {
+				c.W.Error(d.execReply())
+				continue
+			}
 			s.run(c, spec, time.Now())
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/throttleddb/throttled/persistence"
@@ -27,7 +28,7 @@ import (
 // answers neither reads nor writes.
 //
 // Commands about the connection or the node (PING, SELECT, AUTH, HELLO,
-// CLIENT, INFO, CONFIG, DEBUG, RAFT...) run on the node asked, as before.
+// CLIENT, INFO, CONFIG, DEBUG, RAFT, ACL...) run on the node asked, as before.
 
 // Command is one client command on its way through the log: what Apply
 // needs to run it on any replica, and nothing of the connection beyond that.
@@ -48,6 +49,11 @@ type Command struct {
 	// watched are the fingerprints a transaction's keys had when WATCH
 	// read them; the apply runs the transaction only if they still do.
 	watched []*watchedKey
+	// acl are the rules of the client's user (ACL LIST's form, without
+	// flags and passwords) for a script or a transaction of a user who may
+	// not run everything: their commands are checked as they apply, so
+	// every replica needs the same rules ("" for none to check).
+	acl string
 }
 
 // watchedKey is a key WATCH read on a Raft node: its fingerprint at the
@@ -164,6 +170,9 @@ func (s *Server) propose(c *resp.Conn, st *connState, spec *Spec, args [][]byte)
 	} else {
 		cmd.Args = copyArgs(args)
 	}
+	if r := st.user.rules.Load(); !r.unrestricted && (spec.Flags&Script != 0 || spec.Name == "exec") {
+		cmd.acl = r.selector
+	}
 	if spec.Name == "watch" {
 		s.proposeWatch(c, st, cmd)
 		return
@@ -225,6 +234,10 @@ func readFingerprints(reply []byte, keys []*watchedKey) bool {
 func (s *Server) Apply(now int64, cmd *Command, w *resp.Writer) {
 	st := &s.applying
 	st.db = cmd.DB
+	st.user = s.acl.all
+	if cmd.acl != "" {
+		st.user = s.replayUser(cmd.acl)
+	}
 	switch {
 	case cmd.watch:
 		s.withKeys(st, now, cmd.Args[1:], nil, func(tx store.Tx) {
@@ -305,6 +318,32 @@ func (s *Server) withKeys(st *connState, now int64, keys [][]byte, watched []*wa
 	s.store.Unlock(&st.locks)
 }
 
+// replayUser returns a user with the rules a Command carries. The applying
+// goroutine keeps the users it made, as the same few rules come again and
+// again. Rules that do not parse (another version wrote them) allow
+// nothing, on every replica alike.
+func (s *Server) replayUser(rules string) *User {
+	if u := s.replayed[rules]; u != nil {
+		return u
+	}
+	if len(s.replayed) >= maxReplayed {
+		clear(s.replayed)
+	}
+	r := newUserRules()
+	for _, op := range strings.Split(rules, " ") {
+		if r.apply(op) != nil {
+			r = newUserRules()
+			break
+		}
+	}
+	u := newUser("", r)
+	s.replayed[rules] = u
+	return u
+}
+
+// maxReplayed bounds the users replayUser keeps.
+const maxReplayed = 64
+
 // errCommand is returned for an entry that does not decode: replicas would
 // diverge, so the replication mode stops.
 var errCommand = errors.New("commands: malformed replicated command")
@@ -315,11 +354,13 @@ const (
 	commandVersion = 1
 	flagExec       = 0x80
 	flagWatch      = 0x40
+	flagACL        = 0x20
 )
 
 // AppendBinary appends cmd's encoding to b:
 //
-//	[version 1][db uvarint][flags byte] then
+//	[version 1][db uvarint][flags byte]
+//	  [length uvarint][rules] when flagACL is set (Command.acl), then
 //	  for a command (or a WATCH, flagWatch set): its argument list;
 //	  for a transaction (flagExec set): [count uvarint], each command's
 //	  argument list, [watched count uvarint] and each watched key as
@@ -330,15 +371,24 @@ const (
 func (cmd *Command) AppendBinary(b []byte) []byte {
 	b = append(b, commandVersion)
 	b = binary.AppendUvarint(b, uint64(cmd.DB))
+	flags := byte(cmd.Proto)
+	switch {
+	case cmd.Exec != nil:
+		flags |= flagExec
+	case cmd.watch:
+		flags |= flagWatch
+	}
+	if cmd.acl != "" {
+		flags |= flagACL
+	}
+	b = append(b, flags)
+	if cmd.acl != "" {
+		b = binary.AppendUvarint(b, uint64(len(cmd.acl)))
+		b = append(b, cmd.acl...)
+	}
 	if cmd.Exec == nil {
-		flags := byte(cmd.Proto)
-		if cmd.watch {
-			flags |= flagWatch
-		}
-		b = append(b, flags)
 		return appendArgs(b, cmd.Args)
 	}
-	b = append(b, byte(cmd.Proto)|flagExec)
 	b = binary.AppendUvarint(b, uint64(len(cmd.Exec)))
 	for _, args := range cmd.Exec {
 		b = appendArgs(b, args)
@@ -375,12 +425,20 @@ func DecodeCommand(b []byte) (Command, []byte, error) {
 	}
 	cmd.DB = int(db)
 	flags := b[1+n]
-	cmd.Proto = int(flags &^ (flagExec | flagWatch))
+	cmd.Proto = int(flags &^ (flagExec | flagWatch | flagACL))
 	cmd.watch = flags&flagWatch != 0
 	if (cmd.Proto != 2 && cmd.Proto != 3) || (cmd.watch && flags&flagExec != 0) {
 		return cmd, nil, errCommand
 	}
 	b = b[2+n:]
+	if flags&flagACL != 0 {
+		l, n := binary.Uvarint(b)
+		if n <= 0 || l == 0 || l > uint64(len(b)-n) {
+			return cmd, nil, errCommand
+		}
+		cmd.acl = string(b[n : n+int(l)])
+		b = b[n+int(l):]
+	}
 	var err error
 	if flags&flagExec == 0 {
 		cmd.Args, b, err = decodeArgs(b)

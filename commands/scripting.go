@@ -62,25 +62,40 @@ func (sc *scriptCall) Call(x *scripting.Exec, args [][]byte) []byte {
 	s := c.srv
 	sc.w.Reset(x.Proto())
 	spec := s.cmds.lookup(args[0])
-	switch {
-	case spec == nil:
-		sc.w.Error(scripting.ReplyUnknownCommand)
-	case (spec.Arity > 0 && len(args) != spec.Arity) || len(args) < -spec.Arity:
-		sc.w.Error(scripting.ReplyWrongArity)
-	case spec.Flags&NoScript != 0:
-		sc.w.Error(scripting.ReplyNotAllowed)
-	case spec.Flags&Write != 0 && sc.readOnly:
-		sc.w.Error(scripting.ReplyReadOnly)
-	case spec.Flags&Write != 0 && !x.MarkWrite():
-		sc.w.Error("ERR Script killed by user with SCRIPT KILL...")
-	case !sc.lock(spec, args):
-		sc.w.Error(errUndeclaredBusy)
-	default:
+	if msg := sc.refusal(x, spec, args); msg != "" {
+		sc.w.Error(msg)
+	} else {
 		sc.ctx = Ctx{srv: s, Conn: c.Conn, W: &sc.w, Args: args, Tx: c.Tx, st: c.st}
 		s.run(&sc.ctx, spec, time.Now())
 		sc.ctx.Args = nil
 	}
 	return sc.w.Bytes()
+}
+
+// refusal is the error a script's call of spec with args gets, in Redis'
+// order of checks, or "" when it may run. The caller's ACL applies: scripts
+// run with its permissions.
+func (sc *scriptCall) refusal(x *scripting.Exec, spec *Spec, args [][]byte) string {
+	switch {
+	case spec == nil:
+		return scripting.ReplyUnknownCommand
+	case (spec.Arity > 0 && len(args) != spec.Arity) || len(args) < -spec.Arity:
+		return scripting.ReplyWrongArity
+	case spec.Flags&NoScript != 0:
+		return scripting.ReplyNotAllowed
+	}
+	if d := sc.outer.st.user.rules.Load().check(spec, args); d != permitted {
+		return d.scriptReply()
+	}
+	switch {
+	case spec.Flags&Write != 0 && sc.readOnly:
+		return scripting.ReplyReadOnly
+	case spec.Flags&Write != 0 && !x.MarkWrite():
+		return "ERR Script killed by user with SCRIPT KILL..."
+	case !sc.lock(spec, args):
+		return errUndeclaredBusy
+	}
+	return ""
 }
 
 // lock makes sure the shards of the command's keys are held.

@@ -31,8 +31,12 @@ type Config struct {
 	// Manual is the clock when the server runs with --debug-clock; DEBUG CLOCK
 	// SET and ADVANCE are refused without it.
 	Manual *clock.Manual
-	// RequirePass, when set, makes clients AUTH first (user "default").
+	// RequirePass, when set, makes clients AUTH first: it is the default
+	// user's password.
 	RequirePass string
+	// ACLFile is the file of users ACL LOAD reads and ACL SAVE writes; New
+	// loads it. Empty: users live only in memory.
+	ACLFile string
 	// Settings are the values CONFIG GET reports for settings fixed at start
 	// (bind, port, dir...), keyed by lower-case name.
 	Settings map[string]string
@@ -49,8 +53,13 @@ type Config struct {
 	Slowlog *SlowlogConfig
 }
 
-// ErrConfig is returned by New when the configuration is unusable.
-var ErrConfig = errors.New("commands: invalid configuration")
+// Errors of New.
+var (
+	// ErrConfig: the configuration is unusable.
+	ErrConfig = errors.New("commands: invalid configuration")
+	// ErrACLFile: the ACL file does not load.
+	ErrACLFile = errors.New("commands: the ACL file does not load")
+)
 
 // Server runs commands against a store. It implements resp.Handler and is
 // safe for concurrent use.
@@ -78,11 +87,17 @@ type Server struct {
 	// by the replication mode's one applying goroutine.
 	cluster  Cluster
 	applying connState
+	// replayed are the users of the rules that came with applied
+	// commands (replayUser); only the applying goroutine uses it.
+	replayed map[string]*User
 
-	password atomic.Pointer[string] // requirepass; "" for none
+	// password is requirepass as CONFIG GET shows it (Redis keeps it in
+	// clear for that); the default user has only its hash.
+	password atomic.Pointer[string]
+	acl      *acl
 }
 
-// New returns a server for cfg.
+// New returns a server for cfg. It fails when the ACL file does not load.
 func New(cfg Config) (*Server, error) {
 	if cfg.Store == nil || cfg.Clock == nil {
 		return nil, ErrConfig
@@ -97,6 +112,7 @@ func New(cfg Config) (*Server, error) {
 	if err := sl.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
+	initACLIndex()
 	s := &Server{
 		cfg:   cfg,
 		store: cfg.Store,
@@ -106,7 +122,8 @@ func New(cfg Config) (*Server, error) {
 		start: time.Now(),
 		log:   cfg.Logger,
 
-		scripts: scripting.New(scripting.Options{Logger: cfg.Logger}),
+		scripts:  scripting.New(scripting.Options{Logger: cfg.Logger}),
+		replayed: map[string]*User{},
 	}
 	for _, sp := range specs {
 		s.stats[sp] = &cmdStats{subs: make([]cmdStats, len(sp.Subcommands))}
@@ -116,6 +133,12 @@ func New(cfg Config) (*Server, error) {
 	s.slow.maxLen.Store(sl.MaxLen)
 	s.syncReplies = cfg.Persistence != nil && cfg.Persistence.Stats().Fsync == persistence.Always
 	s.password.Store(&cfg.RequirePass)
+	s.acl = newACL(cfg.RequirePass)
+	if cfg.ACLFile != "" {
+		if _, problem := s.loadACLFile(); problem != "" {
+			return nil, fmt.Errorf("%w: %s", ErrACLFile, problem)
+		}
+	}
 	s.conf = newSettings(s)
 	return s, nil
 }
@@ -123,9 +146,10 @@ func New(cfg Config) (*Server, error) {
 // requirePass returns the password clients must AUTH with ("" for none).
 func (s *Server) requirePass() string { return *s.password.Load() }
 
-// RequireAuth reports whether new connections must authenticate; it is the
-// resp.Config.RequireAuth of the listener.
-func (s *Server) RequireAuth() bool { return s.requirePass() != "" }
+// RequireAuth reports whether new connections must authenticate (the
+// default user has a password or is off); it is the resp.Config.RequireAuth
+// of the listener.
+func (s *Server) RequireAuth() bool { return s.acl.authRequired() }
 
 // SetNetwork gives the server the listener it serves, for CLIENT LIST, CLIENT
 // KILL and INFO clients.
@@ -133,7 +157,11 @@ func (s *Server) SetNetwork(n *resp.Server) { s.net.Store(n) }
 
 // connState is what the server keeps per connection.
 type connState struct {
-	db    int
+	db int
+	// user is who the connection is authenticated as (the default user
+	// until AUTH); on a Raft replica applying the log, the user whose
+	// rules came with the entry.
+	user  *User
 	locks store.LockSet
 	watch store.Watch
 	// watched are the keys WATCH took fingerprints of on a Raft node
@@ -177,7 +205,7 @@ func (s *Server) state(c *resp.Conn) *connState {
 	if st, ok := c.State.(*connState); ok {
 		return st
 	}
-	st := &connState{}
+	st := &connState{user: s.acl.def}
 	c.State = st
 	return st
 }
@@ -194,9 +222,24 @@ func (s *Server) ServeRESP(c *resp.Conn, args [][]byte) {
 		s.reject(c, st, spec, wrongArity(spec.Name))
 		return
 	}
-	if !c.Authenticated() && spec.Flags&NoAuth == 0 {
+	// As in Redis, a connection that has not authenticated may run
+	// commands again once the default user needs no password.
+	if !c.Authenticated() && spec.Flags&NoAuth == 0 && s.RequireAuth() {
 		s.reject(c, st, spec, errNoAuth)
 		return
+	}
+	if r := st.user.rules.Load(); !r.unrestricted {
+		if r == s.acl.none {
+			// The user is gone (ACL DELUSER, ACL LOAD) and this
+			// connection not closed yet: close it now, as Redis would
+			// have before reading more from it.
+			c.CloseAfterReply()
+			return
+		}
+		if d := r.check(spec, args); d != permitted {
+			s.reject(c, st, spec, d.reply(spec, args))
+			return
+		}
 	}
 	if s.scripts.Busy() && !allowedWhileBusy(spec, args) {
 		s.reject(c, st, spec, scripting.ReplyBusy)

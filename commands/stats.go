@@ -66,12 +66,8 @@ func (st *cmdStats) calls() int64 {
 // of returns the counters for spec called with args: its subcommand's when
 // args name one, else st's own.
 func (st *cmdStats) of(spec *Spec, args [][]byte) *cmdStats {
-	if len(args) > 1 {
-		for i, sub := range spec.Subcommands {
-			if is(args[1], sub) {
-				return &st.subs[i]
-			}
-		}
+	if i := spec.sub(args); i >= 0 {
+		return &st.subs[i]
 	}
 	return st
 }
@@ -81,7 +77,7 @@ func (st *cmdStats) of(spec *Spec, args [][]byte) *cmdStats {
 func (st *cmdStats) each(spec *Spec, fn func(name string, c *cmdStats)) {
 	fn(spec.Name, st)
 	for i, sub := range spec.Subcommands {
-		fn(spec.Name+"|"+sub, &st.subs[i])
+		fn(spec.Name+"|"+sub.Name, &st.subs[i])
 	}
 }
 

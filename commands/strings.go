@@ -131,6 +131,17 @@ func expireFrom(nowMs, n, unit int64, relative bool) (int64, bool) {
 	return ms, true
 }
 
+// setAccess: SET writes its key, and reads it too with GET (Redis'
+// setGetKeys).
+func setAccess(args [][]byte) KeyAccess {
+	for _, a := range args[min(3, len(args)):] {
+		if is(a, "GET") {
+			return KeyRead | KeyWrite
+		}
+	}
+	return KeyWrite
+}
+
 // SET key value [NX | XX] [GET] [EX s | PX ms | EXAT s | PXAT ms | KEEPTTL]
 func set(c *Ctx) {
 	const (

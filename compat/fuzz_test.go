@@ -226,6 +226,8 @@ func fuzzReset(t *testing.T, n *server.Node, data []byte) bool {
 		return false
 	case got == "-NOAUTH Authentication required.\r\n" && fuzzMayDo(data, "requirepass"):
 		return false // the input set a password with CONFIG SET
+	case fuzzMayDo(data, "acl"):
+		return false // the input may have changed the users: start afresh
 	case got != "+PONG\r\n":
 		t.Fatalf("PING after the input: %q\ninput: %q", got, data)
 	}
@@ -322,6 +324,9 @@ var fuzzSeeds = []string{
 	"INFO everything\r\nTIME\r\nDBSIZE\r\nFLUSHDB ASYNC\r\nCLUSTER SLOTS\r\nREADONLY\r\n",
 	"SHUTDOWN BOGUS\r\nQUIT\r\nPING\r\n",
 	"AUTH a b c\r\nSELECT -1\r\nSELECT 15\r\nSELECT 16\r\n",
+	"ACL SETUSER gw on >pw -@all +@ratelimit +ping ~rl:*\r\nAUTH gw pw\r\nCL.THROTTLE rl:1 1 1 1\r\nGET rl:1\r\nCL.THROTTLE x 1 1 1\r\nEVAL \"return redis.call('get','rl:1')\" 0\r\nMULTI\r\nEXEC\r\nRESET\r\nACL DELUSER gw\r\n",
+	"ACL SETUSER u on nopass allkeys +@all -@dangerous +select|0 %R~r* &c\r\nACL GETUSER u\r\nACL LIST\r\nHELLO 3 AUTH u x\r\nACL WHOAMI\r\nACL CAT\r\nACL CAT ratelimit\r\nACL SETUSER u (+get) secret <nosuch #zz\r\nACL DELUSER u\r\nPING\r\n",
+	"ACL SETUSER default off\r\nPING\r\nACL LOAD\r\nACL SAVE\r\nACL HELP\r\nACL USERS\r\n",
 	// protocol errors from redis7-replies.md
 	"*1\r\n$999999999999\r\n",
 	"*abc\r\n",

@@ -46,6 +46,7 @@ var e2eGoRedisSuite = []struct {
 	{"ClientName", e2eGoRedisClientName},
 	{"Select", e2eGoRedisSelect},
 	{"Auth", e2eGoRedisAuth},
+	{"ACLUser", e2eGoRedisACLUser},
 	{"Strings", e2eGoRedisStrings},
 	{"Counters", e2eGoRedisCounters},
 	{"Keyspace", e2eGoRedisKeyspace},
@@ -350,6 +351,32 @@ func e2eGoRedisSelect(t *testing.T, e *e2eGoRedisEnv) {
 	// A bad database fails the connection, so the client's commands fail.
 	bad := e.client(t, func(o *redis.Options) { o.DB = 16 })
 	e2eWantRedisErr(t, "PING with DB 16", bad.Ping(e.ctx).Err(), "ERR DB index is out of range")
+}
+
+// Options.Username for an ACL user limited to the throttle commands and its
+// keys, as a gateway would run: go-redis logs in with it (HELLO AUTH or
+// AUTH, and its CLIENT SETINFO, which the user may not run, does not stop
+// it), the throttle commands work on its keys, and the rest get NOPERM.
+func e2eGoRedisACLUser(t *testing.T, e *e2eGoRedisEnv) {
+	e2eOK(t, e.c.Do(e.ctx, "ACL", "SETUSER", "gateway", "on", ">gw", "-@all", "+@ratelimit", "+ping", "+auth", "+hello", "~ratelimit:*"))
+	gw := e.client(t, func(o *redis.Options) { o.Username, o.Password = "gateway", "gw" })
+	e2eEq(t, "PING", e2eVal(t, gw.Ping(e.ctx)), "PONG")
+	got := e2eVal(t, gw.Do(e.ctx, "CL.THROTTLE", "ratelimit:user1", 15, 30, 60))
+	e2eEq(t, "CL.THROTTLE", fmt.Sprint(got), "[0 16 15 -1 2]")
+	e2eWantRedisErr(t, "CL.THROTTLE on another key", gw.Do(e.ctx, "CL.THROTTLE", "user1", 15, 30, 60).Err(),
+		"NOPERM this user has no permissions to access one of the keys used as arguments")
+	e2eWantRedisErr(t, "GET", gw.Get(e.ctx, "ratelimit:user1").Err(),
+		"NOPERM this user has no permissions to run the 'get' command")
+
+	conn := gw.Conn()
+	defer conn.Close()
+	e2eOK(t, conn.Ping(e.ctx))
+	list := e2eVal(t, e.c.ClientList(e.ctx))
+	if !slices.ContainsFunc(slices.Collect(strings.Lines(list)), func(l string) bool { return e2eField(l, "user") == "gateway" }) {
+		t.Fatalf("CLIENT LIST has no connection of user gateway:\n%s", list)
+	}
+	e2eWantRedisErr(t, "wrong password", e.client(t, func(o *redis.Options) { o.Username, o.Password = "gateway", "x" }).Ping(e.ctx).Err(),
+		"WRONGPASS invalid username-password pair or user is disabled.")
 }
 
 // Options.Password against a node with requirepass: HELLO AUTH on RESP3,

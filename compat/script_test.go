@@ -574,8 +574,8 @@ func splitArgs(line string) ([]string, error) {
 // startRedis runs a real redis-server for the test on a free port and
 // returns its address. It skips the test when redis-server is missing.
 // DEBUG is enabled (Redis 7 refuses it by default), so scripts can check
-// DEBUG DIGEST's replies against it.
-func startRedis(t *testing.T, pass string) string {
+// DEBUG DIGEST's replies against it. extra are more redis-server options.
+func startRedis(t *testing.T, pass string, extra ...string) string {
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		t.Skip("redis-server is not installed; the reference target is skipped")
@@ -588,6 +588,7 @@ func startRedis(t *testing.T, pass string) string {
 	if pass != "" {
 		args = append(args, "--requirepass", pass)
 	}
+	args = append(args, extra...)
 	p, err := proc.Start(context.Background(), proc.Config{
 		Name: "redis-server", Path: bin, Args: args, Addr: proc.Addr(port), Dir: t.TempDir(), Timeout: 10 * time.Second,
 	})

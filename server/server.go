@@ -32,8 +32,13 @@ type Config struct {
 	Port int
 	// Databases is the number of databases (default 16).
 	Databases int
-	// RequirePass makes clients AUTH with this password.
+	// RequirePass makes clients AUTH with this password: it is the default
+	// user's.
 	RequirePass string
+	// ACLFile is the file of ACL users, read at start (it must exist and
+	// load) and by ACL LOAD, written by ACL SAVE; empty keeps users in
+	// memory only.
+	ACLFile string
 	// DebugClock freezes the clock at start; DEBUG CLOCK moves it.
 	DebugClock bool
 	// MaxBulkLen bounds one request argument (default 512 MiB).
@@ -135,6 +140,7 @@ func Start(cfg Config) (*Node, error) {
 		Clock:       clk,
 		Manual:      manual,
 		RequirePass: cfg.RequirePass,
+		ACLFile:     cfg.ACLFile,
 		Port:        port,
 		Logger:      cfg.Logger,
 		Shutdown:    func() { n.Close() },
