@@ -473,3 +473,20 @@ func BenchmarkDecide(b *testing.B) {
 		}
 	}
 }
+
+// Validate refuses exactly what Decide refuses for the parameters.
+func TestParams_Validate(t *testing.T) {
+	for _, p := range []gcra.Params{
+		{Burst: 15, Interval: 2 * s},
+		{},
+		{Burst: -1, Interval: 1},
+		{Burst: 1, Interval: -1},
+		{Burst: math.MaxInt64, Interval: 1},
+		{Burst: 9_223_372_036, Interval: s},
+	} {
+		_, _, _, want := gcra.Decide(0, p, t0, 0)
+		if got := p.Validate(); !errors.Is(got, want) || (got == nil) != (want == nil) {
+			t.Errorf("%+v: Validate() = %v, Decide says %v", p, got, want)
+		}
+	}
+}
