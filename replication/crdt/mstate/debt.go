@@ -1,0 +1,352 @@
+package mstate
+
+import (
+	"cmp"
+	"math"
+	"slices"
+
+	"github.com/throttleddb/throttled/engines"
+	"github.com/throttleddb/throttled/gcra"
+)
+
+// drain says how an event's cost drains: the unit it is counted in and the
+// units that drain per ns after it. An event carries the drain of the call
+// that admitted it, so a log replays the same whatever the parameters of
+// later calls: folding needs no parameters, and equal knowledge folds to
+// equal bytes on every node. TB and LB use (period, count), GCRA nsDrain.
+type drain struct{ unit, rate int64 }
+
+// nsDrain is GCRA's: costs in ns (T*quantity) that drain 1 ns per ns.
+var nsDrain = drain{unit: 1, rate: 1}
+
+func (a drain) compare(b drain) int {
+	if c := cmp.Compare(a.unit, b.unit); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.rate, b.rate)
+}
+
+// event is one origin's admissions at one instant under one drain: they
+// form a single entry whose cost only grows, so copies merge by max.
+type event struct {
+	t    int64
+	o    Origin
+	d    drain
+	cost int64 // > 0, in d.unit
+}
+
+// compareKey orders events by (t, origin, drain): the order of the encoding
+// and of the replay.
+func compareKey(a, b event) int {
+	if c := cmp.Compare(a.t, b.t); c != 0 {
+		return c
+	}
+	if c := a.o.Compare(b.o); c != 0 {
+		return c
+	}
+	return a.d.compare(b.d)
+}
+
+// debtLog is the decoded state of GCRA, TB and LB (crdt-design.md 1.1): the
+// events after the cut, and the base, the debt at the cut of every event at
+// or before it.
+type debtLog struct {
+	kind   Kind
+	cut    int64
+	base   int64   // >= 0, in unit
+	unit   int64   // the unit of base: 0 when base is 0
+	events []event // stamped after cut, ascending by compareKey
+}
+
+// empty is the state of a key nothing was admitted on.
+func emptyDebt(k Kind) debtLog { return debtLog{kind: k, cut: math.MinInt64} }
+
+// hasDrains reports whether events carry their drain in the encoding
+// (GCRA's is always nsDrain).
+func (s *debtLog) hasDrains() bool { return s.kind != GCRA }
+
+// Encoding, little-endian (see the package doc):
+//
+//	0   version, kind
+//	2   cut int64, base int64
+//	18  TB, LB: unit int64 (0 iff base is 0)
+//	    origins: count uint16, then (node uint64, inc uint64) ascending
+//	    TB, LB: drains: count uint16, then (unit int64, rate int64) ascending
+//	    events to the end: t int64, cost int64, origin uint16, TB, LB: drain uint16
+
+func decodeDebt(b []byte, k Kind) (debtLog, error) {
+	s := emptyDebt(k)
+	if len(b) == 0 {
+		return s, nil
+	}
+	r := &reader{b: b}
+	if err := header(r, k); err != nil {
+		return s, err
+	}
+	s.cut, s.base = r.i64(), r.i64()
+	switch {
+	case !s.hasDrains():
+		if s.base > 0 {
+			s.unit = 1
+		}
+	default:
+		s.unit = r.i64()
+		if (s.base == 0) != (s.unit == 0) || s.unit < 0 {
+			return s, engines.ErrCorruptState
+		}
+	}
+	origins, ok := readTable(r, (*reader).origin, Origin.Compare)
+	if !ok || s.base < 0 {
+		return s, engines.ErrCorruptState
+	}
+	drains := []drain{nsDrain}
+	if s.hasDrains() {
+		getDrain := func(r *reader) drain { return drain{unit: r.i64(), rate: r.i64()} }
+		if drains, ok = readTable(r, getDrain, drain.compare); !ok {
+			return s, engines.ErrCorruptState
+		}
+	}
+	usedO, usedD := make([]bool, len(origins)), make([]bool, len(drains))
+	for !r.done() && !r.bad {
+		e := event{t: r.i64(), cost: r.i64(), d: nsDrain}
+		e.o = origins[r.ref(usedO)]
+		if s.hasDrains() {
+			e.d = drains[r.ref(usedD)]
+		}
+		switch n := len(s.events); {
+		case r.bad, e.t <= s.cut, e.cost <= 0, e.d.unit <= 0, e.d.rate <= 0,
+			n > 0 && compareKey(s.events[n-1], e) >= 0:
+			return s, engines.ErrCorruptState
+		}
+		s.events = append(s.events, e)
+	}
+	if r.bad || !allUsed(usedO) || (s.hasDrains() && !allUsed(usedD)) {
+		return s, engines.ErrCorruptState
+	}
+	return s, nil
+}
+
+func (s *debtLog) encode() ([]byte, error) {
+	origins, err := tableOf(s.events, func(e event) Origin { return e.o }, Origin.Compare)
+	if err != nil {
+		return nil, err
+	}
+	var drains []drain
+	if s.hasDrains() {
+		if drains, err = tableOf(s.events, func(e event) drain { return e.d }, drain.compare); err != nil {
+			return nil, err
+		}
+	}
+	b := make([]byte, 0, 40+16*(len(origins)+len(drains))+20*len(s.events))
+	b = append(b, version, byte(s.kind))
+	b = appendI64(appendI64(b, s.cut), s.base)
+	if s.hasDrains() {
+		b = appendI64(b, s.unit)
+	}
+	b = appendTable(b, origins, appendOrigin)
+	if s.hasDrains() {
+		b = appendTable(b, drains, func(b []byte, d drain) []byte { return appendI64(appendI64(b, d.unit), d.rate) })
+	}
+	for _, e := range s.events {
+		b = appendI64(appendI64(b, e.t), e.cost)
+		b = appendU16(b, indexIn(origins, e.o, Origin.Compare))
+		if s.hasDrains() {
+			b = appendU16(b, indexIn(drains, e.d, drain.compare))
+		}
+	}
+	return b, nil
+}
+
+// replay runs the debt recurrence from the base over the events, each
+// stamped at min(its t, t): an event stamped after t counts as if at t, so a
+// node whose clock runs ahead mints nothing on the others. It returns the
+// time of the last step (the cut when there is no event), the debt then and
+// its unit. t must not be before the cut.
+func (s *debtLog) replay(events []event, t int64) (at, d, unit int64, err error) {
+	at, d, unit = s.cut, s.base, s.unit
+	for _, e := range events {
+		// Each step is the engines' own: convert to the event's unit,
+		// drain at its rate since the last step, add its cost.
+		if at, d, err = engines.DebtAt(at, d, unit, min(e.t, t), e.d.rate, e.d.unit); err != nil {
+			return 0, 0, 0, err
+		}
+		if d, err = add(d, e.cost); err != nil {
+			return 0, 0, 0, err
+		}
+		unit = e.d.unit
+	}
+	return at, d, unit, nil
+}
+
+// fold folds the events stamped before complete into the base and moves the
+// cut to the newest of them (an event time, not complete itself, so that
+// nodes with equal knowledge hold equal bytes whatever their bounds). It
+// reports whether anything moved.
+func (s *debtLog) fold(complete int64) (bool, error) {
+	n, _ := slices.BinarySearchFunc(s.events, complete, func(e event, t int64) int { return cmp.Compare(e.t, t) })
+	if n == 0 {
+		return false, nil
+	}
+	at, d, unit, err := s.replay(s.events[:n], math.MaxInt64)
+	if err != nil {
+		return false, err
+	}
+	s.cut, s.base, s.events = at, d, s.events[n:]
+	s.unit = 0
+	if d > 0 {
+		s.unit = unit
+	}
+	return true, nil
+}
+
+// mergeDebt joins two logs: the cut and base of the later cut (a max
+// register: folds happen only below what is known complete, so equal cuts
+// carry equal bases; the larger is taken all the same), and the union of the
+// events after it, each at its largest cost.
+func mergeDebt(a, b debtLog) debtLog {
+	if a.cut < b.cut || (a.cut == b.cut && (a.base < b.base || (a.base == b.base && a.unit < b.unit))) {
+		a, b = b, a
+	}
+	out := debtLog{kind: a.kind, cut: a.cut, base: a.base, unit: a.unit}
+	out.events = make([]event, 0, len(a.events)+len(b.events))
+	i, j := 0, 0
+	for i < len(a.events) || j < len(b.events) {
+		var e event
+		switch {
+		case j == len(b.events) || (i < len(a.events) && compareKey(a.events[i], b.events[j]) < 0):
+			e, i = a.events[i], i+1
+		case i == len(a.events) || compareKey(a.events[i], b.events[j]) > 0:
+			e, j = b.events[j], j+1
+		default:
+			e = a.events[i]
+			e.cost = max(e.cost, b.events[j].cost)
+			i, j = i+1, j+1
+		}
+		if e.t > out.cut {
+			out.events = append(out.events, e)
+		}
+	}
+	return out
+}
+
+// newest returns o's newest stamp in the log, or MinInt64.
+func (s *debtLog) newest(o Origin) int64 {
+	t := int64(math.MinInt64)
+	for _, e := range s.events {
+		if e.o == o {
+			t = e.t
+		}
+	}
+	return t
+}
+
+// charge records an admission of cost at t by o under d. t is never before
+// the cut. At the cut itself (possible only when the caller's stamps fall
+// back onto a fold, which the mesh's watermarks exclude) the cost joins the
+// base: exact for a single writer, as the events it joins are all its own.
+func (s *debtLog) charge(t int64, o Origin, d drain, cost int64) error {
+	if t == s.cut {
+		_, base, err := engines.DebtAt(t, s.base, s.unit, t, d.rate, d.unit)
+		if err == nil {
+			base, err = add(base, cost)
+		}
+		s.base, s.unit = base, d.unit
+		return err
+	}
+	e := event{t: t, o: o, d: d, cost: cost}
+	i, found := slices.BinarySearchFunc(s.events, e, compareKey)
+	if !found {
+		s.events = slices.Insert(s.events, i, e)
+		return nil
+	}
+	var err error
+	s.events[i].cost, err = add(s.events[i].cost, cost)
+	return err
+}
+
+// debtLimiter is GCRA, TB or LB on a debt log.
+type debtLimiter struct {
+	kind  Kind
+	gcra  gcra.Params     // GCRA
+	eng   engines.Limiter // TB, LB
+	drain drain           // the drain of this call's admissions
+}
+
+func (l debtLimiter) Kind() Kind { return l.kind }
+
+// check decides qty at t on a log whose replay up to t ended at (at, d,
+// unit), and returns the cost to record when it is admitted. GCRA decides
+// at the caller's now, as redis-cell does (a stale now looks fuller), the
+// engines at t.
+func (l debtLimiter) check(at, d, unit, t, now, qty int64) (engines.Result, int64, error) {
+	if l.kind != GCRA {
+		res, err := engines.CheckDebt(l.eng, at, d, unit, t, qty)
+		return res, qty * l.drain.unit, err // qty*unit fits when admitted: it is at most the size
+	}
+	if at > math.MaxInt64-d {
+		return engines.Result{}, 0, gcra.ErrOverflow
+	}
+	// The TAT is the time the debt is repaid; a drained bucket's is t.
+	tat := max(t, at+d)
+	newTAT, _, r, err := gcra.Decide(tat, l.gcra, now, qty)
+	res := engines.Result{Limited: r.Limited, Limit: r.Limit, Remaining: r.Remaining, RetryAfter: r.RetryAfter, ResetAfter: r.ResetAfter}
+	return res, newTAT - tat, err // tat >= now, so newTAT = tat + T*qty
+}
+
+func (l debtLimiter) Decide(state []byte, self Origin, now, qty int64) (engines.Result, []byte, int64, bool, error) {
+	s, err := decodeDebt(state, l.kind)
+	if err != nil {
+		return engines.Result{}, state, 0, false, err
+	}
+	t := max(now, s.cut, s.newest(self))
+	at, d, unit, err := s.replay(s.events, t)
+	if err != nil {
+		return engines.Result{}, state, 0, false, err
+	}
+	res, cost, err := l.check(at, d, unit, t, now, qty)
+	if err != nil || res.Limited || qty == 0 {
+		return res, state, 0, false, err
+	}
+	if err := s.charge(t, self, l.drain, cost); err != nil {
+		return engines.Result{}, state, 0, false, err
+	}
+	fullAt, err := l.fullAt(&s)
+	if err != nil {
+		return engines.Result{}, state, 0, false, err
+	}
+	next, err := s.encode()
+	if err != nil {
+		return engines.Result{}, state, 0, false, err
+	}
+	return res, next, fullAt, true, nil
+}
+
+func (l debtLimiter) FullAt(state []byte) (int64, error) {
+	if len(state) == 0 {
+		return math.MinInt64, nil
+	}
+	s, err := decodeDebt(state, l.kind)
+	if err != nil {
+		return 0, err
+	}
+	return l.fullAt(&s)
+}
+
+// fullAt replays the whole log, from its newest stamp on under this call's
+// drain: the debt is repaid, and the key may go, at its newest stamp plus
+// the reply's ResetAfter.
+func (l debtLimiter) fullAt(s *debtLog) (int64, error) {
+	t := s.cut
+	if n := len(s.events); n > 0 {
+		t = s.events[n-1].t
+	}
+	at, d, unit, err := s.replay(s.events, t)
+	if err != nil {
+		return 0, err
+	}
+	res, _, err := l.check(at, d, unit, t, t, 0)
+	if err != nil {
+		return 0, err
+	}
+	return add(t, res.ResetAfter)
+}
