@@ -27,16 +27,19 @@ func (a drain) compare(b drain) int {
 }
 
 // event is one origin's admissions at one instant under one drain: they
-// form a single entry whose cost only grows, so copies merge by max.
+// form a single entry whose cost only grows, so copies merge by max. The
+// rare caller that changes parameters within an instant starts a new segment
+// of that instant, so that replay follows the order of admission.
 type event struct {
 	t    int64
 	o    Origin
+	seg  int // 0, 1, ...: the order of the origin's drains at t
 	d    drain
 	cost int64 // > 0, in d.unit
 }
 
-// compareKey orders events by (t, origin, drain): the order of the encoding
-// and of the replay.
+// compareKey orders events by (t, origin, segment): the order of the
+// encoding and of the replay.
 func compareKey(a, b event) int {
 	if c := cmp.Compare(a.t, b.t); c != 0 {
 		return c
@@ -44,7 +47,18 @@ func compareKey(a, b event) int {
 	if c := a.o.Compare(b.o); c != 0 {
 		return c
 	}
-	return a.d.compare(b.d)
+	return cmp.Compare(a.seg, b.seg)
+}
+
+// join returns the larger of two copies of one event: the same drain (an
+// origin sets it once) and the larger cost. Copies that disagree on the
+// drain exist only in forged states; the larger (unit, rate, cost) keeps the
+// join commutative, associative and idempotent even then.
+func (a event) join(b event) event {
+	if c := a.d.compare(b.d); c < 0 || (c == 0 && a.cost < b.cost) {
+		return b
+	}
+	return a
 }
 
 // debtLog is the decoded state of GCRA, TB and LB (crdt-design.md 1.1): the
@@ -72,7 +86,8 @@ func (s *debtLog) hasDrains() bool { return s.kind != GCRA }
 //	18  TB, LB: unit int64 (0 iff base is 0)
 //	    origins: count uint16, then (node uint64, inc uint64) ascending
 //	    TB, LB: drains: count uint16, then (unit int64, rate int64) ascending
-//	    events to the end: t int64, cost int64, origin uint16, TB, LB: drain uint16
+//	    events to the end: t int64, cost int64, origin uint16,
+//	    TB, LB: drain uint16, segment uint16
 
 func decodeDebt(b []byte, k Kind) (debtLog, error) {
 	s := emptyDebt(k)
@@ -111,7 +126,7 @@ func decodeDebt(b []byte, k Kind) (debtLog, error) {
 		e := event{t: r.i64(), cost: r.i64(), d: nsDrain}
 		e.o = origins[r.ref(usedO)]
 		if s.hasDrains() {
-			e.d = drains[r.ref(usedD)]
+			e.d, e.seg = drains[r.ref(usedD)], r.u16()
 		}
 		switch n := len(s.events); {
 		case r.bad, e.t <= s.cut, e.cost <= 0, e.d.unit <= 0, e.d.rate <= 0,
@@ -151,7 +166,7 @@ func (s *debtLog) encode() ([]byte, error) {
 		b = appendI64(appendI64(b, e.t), e.cost)
 		b = appendU16(b, indexIn(origins, e.o, Origin.Compare))
 		if s.hasDrains() {
-			b = appendU16(b, indexIn(drains, e.d, drain.compare))
+			b = appendU16(appendU16(b, indexIn(drains, e.d, drain.compare)), e.seg)
 		}
 	}
 	return b, nil
@@ -218,8 +233,7 @@ func mergeDebt(a, b debtLog) debtLog {
 		case i == len(a.events) || compareKey(a.events[i], b.events[j]) > 0:
 			e, j = b.events[j], j+1
 		default:
-			e = a.events[i]
-			e.cost = max(e.cost, b.events[j].cost)
+			e = a.events[i].join(b.events[j])
 			i, j = i+1, j+1
 		}
 		if e.t > out.cut {
@@ -253,15 +267,23 @@ func (s *debtLog) charge(t int64, o Origin, d drain, cost int64) error {
 		s.base, s.unit = base, d.unit
 		return err
 	}
-	e := event{t: t, o: o, d: d, cost: cost}
-	i, found := slices.BinarySearchFunc(s.events, e, compareKey)
-	if !found {
-		s.events = slices.Insert(s.events, i, e)
-		return nil
+	// The origin's last segment at t grows if it has the same drain.
+	e := event{t: t, o: o, seg: math.MaxInt, d: d, cost: cost}
+	i, _ := slices.BinarySearchFunc(s.events, e, compareKey)
+	e.seg = 0
+	if i > 0 && s.events[i-1].t == t && s.events[i-1].o == o {
+		last := &s.events[i-1]
+		if last.d == d {
+			var err error
+			last.cost, err = add(last.cost, cost)
+			return err
+		}
+		if e.seg = last.seg + 1; e.seg > maxTable {
+			return engines.ErrOverflow
+		}
 	}
-	var err error
-	s.events[i].cost, err = add(s.events[i].cost, cost)
-	return err
+	s.events = slices.Insert(s.events, i, e)
+	return nil
 }
 
 // debtLimiter is GCRA, TB or LB on a debt log.

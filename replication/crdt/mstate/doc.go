@@ -35,11 +35,11 @@
 // The three are one debt bucket: a debt D >= 0 drains at a rate, and a
 // request of cost c passes iff D + c fits the bucket. D depends only on the
 // set of admitted events, not on the order they were learnt in, so the
-// state is that set: events keyed (t, origin, drain) with a cost that only
-// grows (an origin's admissions at one instant form one entry), and a cut h
-// with a base B, the debt at h of every event at or before h. The join is
-// the base of the later cut and the union of the events after it, each at
-// its largest cost.
+// state is that set: events keyed (t, origin) with a cost that only grows
+// (an origin's admissions at one instant form one entry), and a cut h with a
+// base B, the debt at h of every event at or before h. The join is the base
+// of the later cut and the union of the events after it, each at its largest
+// cost.
 //
 // Each event carries its drain (unit, rate): the period and count of the TB
 // or LB call that admitted it; GCRA's are ns costs (T*quantity) draining 1
@@ -47,7 +47,9 @@
 // engines.DebtAt (convert to the event's unit, drain at its rate, add its
 // cost) is exactly the engine's sequence of Commits, so one writer matches
 // the engine even when parameters change; and folding needs no parameters,
-// so nodes with the same knowledge fold to the same bytes. An event stamped
+// so nodes with the same knowledge fold to the same bytes. (A writer that
+// changes parameters within one ns starts a new segment of its entry, so the
+// replay follows its order of admission.) An event stamped
 // after the decision time counts as if stamped then: a node whose clock runs
 // ahead mints nothing on the others (and one that lags under-charges by at
 // most rate*skew).
@@ -102,7 +104,7 @@
 //
 //	GCRA  cut, base int64; origins; events (t, cost int64, origin uint16)
 //	TB/LB cut, base, unit int64; origins; drains (unit, rate int64);
-//	      events (t, cost int64, origin, drain uint16)
+//	      events (t, cost int64, origin, drain, segment uint16)
 //	FWC   floor int64; slots (origin, newest int64, 2 uint8, count, previous int64)
 //	SWC   floor int64; slots (origin, newest int64, w uint8, w counters int64)
 //	SWL   floor int64; origins; entries (t, units int64, origin uint16)
@@ -111,7 +113,7 @@
 //
 //	       quiet               active
 //	GCRA   20 B (TAT = h+B)    + 16 B per origin in the log + 18 B per event
-//	TB/LB  30 B                + 16 B per origin and per drain + 20 B per event
+//	TB/LB  30 B                + 16 B per origin and per drain + 22 B per event
 //	FWC    10 B + 41 B per origin whose slot still counts
 //	SWC    10 B + (25 + 8(n+1)) B per origin whose slot still counts
 //	SWL    12 B + 16 B per origin + 18 B per entry
