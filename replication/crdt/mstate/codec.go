@@ -38,12 +38,14 @@ func (r *reader) take(n int) []byte {
 
 func (r *reader) u8() int        { return int(r.take(1)[0]) }
 func (r *reader) u16() int       { return int(binary.LittleEndian.Uint16(r.take(2))) }
+func (r *reader) u32() int       { return int(binary.LittleEndian.Uint32(r.take(4))) }
 func (r *reader) u64() uint64    { return binary.LittleEndian.Uint64(r.take(8)) }
 func (r *reader) i64() int64     { return int64(r.u64()) }
 func (r *reader) done() bool     { return r.off == len(r.b) }
 func (r *reader) origin() Origin { return Origin{Node: r.u64(), Inc: r.u64()} }
 
 func appendU16(b []byte, v int) []byte   { return binary.LittleEndian.AppendUint16(b, uint16(v)) }
+func appendU32(b []byte, v int) []byte   { return binary.LittleEndian.AppendUint32(b, uint32(v)) }
 func appendI64(b []byte, v int64) []byte { return binary.LittleEndian.AppendUint64(b, uint64(v)) }
 func appendOrigin(b []byte, o Origin) []byte {
 	return binary.LittleEndian.AppendUint64(binary.LittleEndian.AppendUint64(b, o.Node), o.Inc)
@@ -110,16 +112,16 @@ func indexIn[T any](t []T, v T, compare func(a, b T) int) int {
 	return i
 }
 
-// ref reads a 2-byte index into a table of n values and marks it used; an
-// index out of range marks the reader bad.
-func (r *reader) ref(used []bool) int {
-	i := r.u16()
-	if i >= len(used) {
+// refer reads a 2-byte index into table and returns its value, marking it
+// used; an index out of range marks the reader bad and returns the zero T.
+func refer[T any](r *reader, table []T, used []bool) T {
+	var v T
+	if i := r.u16(); i < len(table) {
+		v, used[i] = table[i], true
+	} else {
 		r.bad = true
-		return 0
 	}
-	used[i] = true
-	return i
+	return v
 }
 
 // allUsed reports whether every value of a table is referred to: a

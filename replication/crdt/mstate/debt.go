@@ -3,6 +3,7 @@ package mstate
 import (
 	"cmp"
 	"math"
+	"math/bits"
 	"slices"
 
 	"github.com/throttleddb/throttled/engines"
@@ -86,7 +87,7 @@ func (s *debtLog) hasDrains() bool { return s.kind != GCRA }
 //	18  TB, LB: unit int64 (0 iff base is 0)
 //	    origins: count uint16, then (node uint64, inc uint64) ascending
 //	    TB, LB: drains: count uint16, then (unit int64, rate int64) ascending
-//	    events to the end: t int64, cost int64, origin uint16,
+//	    events: count uint32, then each: t int64, cost int64, origin uint16,
 //	    TB, LB: drain uint16, segment uint16
 
 func decodeDebt(b []byte, k Kind) (debtLog, error) {
@@ -122,11 +123,13 @@ func decodeDebt(b []byte, k Kind) (debtLog, error) {
 		}
 	}
 	usedO, usedD := make([]bool, len(origins)), make([]bool, len(drains))
-	for !r.done() && !r.bad {
+	n := r.u32()
+	s.events = make([]event, 0, min(n, len(b)/18))
+	for range n {
 		e := event{t: r.i64(), cost: r.i64(), d: nsDrain}
-		e.o = origins[r.ref(usedO)]
+		e.o = refer(r, origins, usedO)
 		if s.hasDrains() {
-			e.d, e.seg = drains[r.ref(usedD)], r.u16()
+			e.d, e.seg = refer(r, drains, usedD), r.u16()
 		}
 		switch n := len(s.events); {
 		case r.bad, e.t <= s.cut, e.cost <= 0, e.d.unit <= 0, e.d.rate <= 0,
@@ -135,7 +138,7 @@ func decodeDebt(b []byte, k Kind) (debtLog, error) {
 		}
 		s.events = append(s.events, e)
 	}
-	if r.bad || !allUsed(usedO) || (s.hasDrains() && !allUsed(usedD)) {
+	if r.bad || !r.done() || !allUsed(usedO) || (s.hasDrains() && !allUsed(usedD)) {
 		return s, engines.ErrCorruptState
 	}
 	return s, nil
@@ -162,6 +165,7 @@ func (s *debtLog) encode() ([]byte, error) {
 	if s.hasDrains() {
 		b = appendTable(b, drains, func(b []byte, d drain) []byte { return appendI64(appendI64(b, d.unit), d.rate) })
 	}
+	b = appendU32(b, len(s.events))
 	for _, e := range s.events {
 		b = appendI64(appendI64(b, e.t), e.cost)
 		b = appendU16(b, indexIn(origins, e.o, Origin.Compare))
@@ -214,12 +218,27 @@ func (s *debtLog) fold(complete int64) (bool, error) {
 	return true, nil
 }
 
-// mergeDebt joins two logs: the cut and base of the later cut (a max
-// register: folds happen only below what is known complete, so equal cuts
-// carry equal bases; the larger is taken all the same), and the union of the
-// events after it, each at its largest cost.
+// compareBase orders the (cut, base) registers of two logs: by cut, then by
+// the base's debt in tokens (base/unit, compared exactly as base*unit' vs
+// base'*unit), then by unit. Folds happen only below what is known complete,
+// so equal cuts carry equal bases unless a writer charged at its cut, which
+// only adds tokens: the larger is the later.
+func compareBase(a, b *debtLog) int {
+	if c := cmp.Compare(a.cut, b.cut); c != 0 {
+		return c
+	}
+	ahi, alo := bits.Mul64(uint64(a.base), uint64(b.unit))
+	bhi, blo := bits.Mul64(uint64(b.base), uint64(a.unit))
+	if c := cmp.Or(cmp.Compare(ahi, bhi), cmp.Compare(alo, blo)); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.unit, b.unit)
+}
+
+// mergeDebt joins two logs: the larger (cut, base) register, and the union
+// of the events after its cut, each at its largest cost.
 func mergeDebt(a, b debtLog) debtLog {
-	if a.cut < b.cut || (a.cut == b.cut && (a.base < b.base || (a.base == b.base && a.unit < b.unit))) {
+	if compareBase(&a, &b) < 0 {
 		a, b = b, a
 	}
 	out := debtLog{kind: a.kind, cut: a.cut, base: a.base, unit: a.unit}
@@ -257,14 +276,18 @@ func (s *debtLog) newest(o Origin) int64 {
 // charge records an admission of cost at t by o under d. t is never before
 // the cut. At the cut itself (possible only when the caller's stamps fall
 // back onto a fold, which the mesh's watermarks exclude) the cost joins the
-// base: exact for a single writer, as the events it joins are all its own.
+// base, as the engine's Commit would add it: exact for a single writer,
+// whose events it joins. The base then holds more tokens than before, so it
+// wins the merge with an older copy (see compareBase).
 func (s *debtLog) charge(t int64, o Origin, d drain, cost int64) error {
 	if t == s.cut {
 		_, base, err := engines.DebtAt(t, s.base, s.unit, t, d.rate, d.unit)
 		if err == nil {
 			base, err = add(base, cost)
 		}
-		s.base, s.unit = base, d.unit
+		if err == nil {
+			s.base, s.unit = base, d.unit
+		}
 		return err
 	}
 	// The origin's last segment at t grows if it has the same drain.

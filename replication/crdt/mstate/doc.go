@@ -97,10 +97,11 @@
 // Every state starts with a version byte (1) and a kind byte (Kind).
 // Integers are little-endian; origins are (node uint64, inc uint64). Tables
 // list the distinct origins (or drains) of a state once, ascending, with a
-// uint16 count, and entries refer to them by a uint16 index. Everything is
-// sorted and every table entry used, and the decoders refuse any other
-// bytes, so a state has exactly one encoding: equal states are equal bytes.
-// nil or empty is the empty state.
+// uint16 count, and entries refer to them by a uint16 index; lists of
+// events, entries and slots start with a uint32 count, so a state cut short
+// never reads as a shorter one. Everything is sorted and every table entry
+// used, and the decoders refuse any other bytes, so a state has exactly one
+// encoding: equal states are equal bytes. nil or empty is the empty state.
 //
 //	GCRA  cut, base int64; origins; events (t, cost int64, origin uint16)
 //	TB/LB cut, base, unit int64; origins; drains (unit, rate int64);
@@ -112,11 +113,11 @@
 // # Memory per key
 //
 //	       quiet               active
-//	GCRA   20 B (TAT = h+B)    + 16 B per origin in the log + 18 B per event
-//	TB/LB  30 B                + 16 B per origin and per drain + 22 B per event
-//	FWC    10 B + 41 B per origin whose slot still counts
-//	SWC    10 B + (25 + 8(n+1)) B per origin whose slot still counts
-//	SWL    12 B + 16 B per origin + 18 B per entry
+//	GCRA   24 B (TAT = h+B)    + 16 B per origin in the log + 18 B per event
+//	TB/LB  34 B                + 16 B per origin and per drain + 22 B per event
+//	FWC    14 B + 41 B per origin whose slot still counts
+//	SWC    14 B + (25 + 8(n+1)) B per origin whose slot still counts
+//	SWL    16 B + 16 B per origin + 18 B per entry
 //
 // A debt log holds the events after the completeness bound: those admitted
 // within about the sync interval + delay + heartbeat (the study measured a

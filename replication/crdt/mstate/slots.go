@@ -51,7 +51,7 @@ func widthOK(k Kind, w int) bool {
 //
 //	0   version, kind
 //	2   floor int64
-//	10  slots to the end, ascending by origin:
+//	10  slots: count uint32, then each, ascending by origin:
 //	    node uint64, inc uint64, newest int64, w uint8, w counts int64
 
 func decodeSlots(b []byte, k Kind) (slots, error) {
@@ -64,7 +64,9 @@ func decodeSlots(b []byte, k Kind) (slots, error) {
 		return s, err
 	}
 	s.floor = r.i64()
-	for !r.done() && !r.bad {
+	n := r.u32()
+	s.s = make([]slot, 0, min(n, len(b)/41))
+	for range n {
 		sl := slot{o: r.origin(), newest: r.i64()}
 		w := r.u8()
 		if r.bad || !widthOK(k, w) || sl.newest <= s.floor ||
@@ -75,22 +77,22 @@ func decodeSlots(b []byte, k Kind) (slots, error) {
 		var sum int64
 		for i := range sl.counts {
 			c := r.i64()
-			if c < 0 || c > math.MaxInt64-sum || (i == 0 && c == 0) {
+			if r.bad || c < 0 || c > math.MaxInt64-sum || (i == 0 && c == 0) {
 				return s, engines.ErrCorruptState
 			}
 			sl.counts[i], sum = c, sum+c
 		}
 		s.s = append(s.s, sl)
 	}
-	if r.bad {
+	if r.bad || !r.done() {
 		return s, engines.ErrCorruptState
 	}
 	return s, nil
 }
 
 func (s *slots) encode() []byte {
-	b := make([]byte, 0, 10+len(s.s)*(33+8*(engines.MaxSubwindows+1)))
-	b = appendI64(append(b, version, byte(s.kind)), s.floor)
+	b := make([]byte, 0, 14+len(s.s)*(25+8*(engines.MaxSubwindows+1)))
+	b = appendU32(appendI64(append(b, version, byte(s.kind)), s.floor), len(s.s))
 	for i := range s.s {
 		sl := &s.s[i]
 		b = append(appendI64(appendOrigin(b, sl.o), sl.newest), byte(len(sl.counts)))

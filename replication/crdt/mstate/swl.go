@@ -37,7 +37,8 @@ type swlLog struct {
 //	0   version, kind
 //	2   floor int64
 //	10  origins: count uint16, then (node uint64, inc uint64) ascending
-//	    entries to the end, ascending by (t, origin): t int64, q int64, origin uint16
+//	    entries: count uint32, then each, ascending by (t, origin):
+//	    t int64, q int64, origin uint16
 
 func decodeSWL(b []byte) (swlLog, error) {
 	s := swlLog{floor: math.MinInt64}
@@ -54,16 +55,18 @@ func decodeSWL(b []byte) (swlLog, error) {
 		return s, engines.ErrCorruptState
 	}
 	used := make([]bool, len(origins))
-	for !r.done() && !r.bad {
+	n := r.u32()
+	s.entries = make([]entry, 0, min(n, len(b)/18))
+	for range n {
 		e := entry{t: r.i64(), q: r.i64()}
-		e.o = origins[r.ref(used)]
+		e.o = refer(r, origins, used)
 		if r.bad || e.t <= s.floor || e.q <= 0 ||
 			(len(s.entries) > 0 && compareEntry(s.entries[len(s.entries)-1], e) >= 0) {
 			return s, engines.ErrCorruptState
 		}
 		s.entries = append(s.entries, e)
 	}
-	if r.bad || !allUsed(used) {
+	if r.bad || !r.done() || !allUsed(used) {
 		return s, engines.ErrCorruptState
 	}
 	return s, nil
@@ -76,7 +79,7 @@ func (s *swlLog) encode() ([]byte, error) {
 	}
 	b := make([]byte, 0, 12+16*len(origins)+18*len(s.entries))
 	b = appendI64(append(b, version, byte(SWL)), s.floor)
-	b = appendTable(b, origins, appendOrigin)
+	b = appendU32(appendTable(b, origins, appendOrigin), len(s.entries))
 	for _, e := range s.entries {
 		b = appendU16(appendI64(appendI64(b, e.t), e.q), indexIn(origins, e.o, Origin.Compare))
 	}
