@@ -196,14 +196,11 @@ func debtOracle(rng *rand.Rand, k Kind, final []event, interval int64) func([]by
 		}
 		return mustLimiter(engines.NewTB(1<<20, d.rate, d.unit))
 	}
-	var state []byte
-	var fullAt int64
-	for _, e := range final {
-		var err error
-		if state, fullAt, err = limiter(e.d).Commit(state, e.t, e.cost/e.d.unit); err != nil {
-			panic(err)
-		}
+	adm := make([]admission, len(final))
+	for i, e := range final {
+		adm[i] = admission{limiter(e.d), e.t, e.cost / e.d.unit}
 	}
+	state, fullAt := feed(adm)
 	l := limiter(last.d)
 	m := mergeable(l, 0)
 	return func(merged []byte) string {
@@ -242,21 +239,12 @@ func swlHistory(rng *rand.Rand) *history {
 			h.add(e.t, mustEncode(atom.encode()))
 		}
 	}
-	last := final[len(final)-1].t
-	for range rng.IntN(3) {
-		f := last - window - skew - rng.Int64N(window)
-		atom := swlLog{floor: f}
-		h.add(f+window+skew, mustEncode(atom.encode())) // made by a decision at that time
-	}
 	l := mustLimiter(engines.NewSWL(engines.MaxSWLLimit, window))
-	var state []byte
-	for _, e := range final {
-		var err error
-		if state, _, err = l.Commit(state, e.t, e.q); err != nil {
-			panic(err)
-		}
+	adm := make([]admission, len(final))
+	for i, e := range final {
+		adm[i] = admission{l, e.t, e.q}
 	}
-	h.oracle = windowOracle(rng, l, mergeable(l, skew), state, last, window)
+	h.endWindows(rng, adm, skew, window, func(f int64) []byte { return mustEncode((&swlLog{floor: f}).encode()) })
 	return h
 }
 
@@ -278,12 +266,11 @@ func slotHistory(rng *rand.Rand, k Kind) *history {
 	}
 	index := func(t int64) int64 { k, _ := engines.Index(l, t); return k }
 	grid, base := 1+rng.Int64N(window/4+1), t0+rng.Int64N(1000*s)
-	type admission struct{ t, q int64 }
 	var all []admission
 	for _, o := range origins(rng, 2+rng.IntN(3)) {
 		var adm []admission
 		for range rng.IntN(12) {
-			adm = append(adm, admission{base + grid*rng.Int64N(40), 1 + rng.Int64N(4)})
+			adm = append(adm, admission{l, base + grid*rng.Int64N(40), 1 + rng.Int64N(4)})
 		}
 		slices.SortFunc(adm, func(a, b admission) int { return cmp.Compare(a.t, b.t) })
 		for i, a := range adm {
@@ -294,7 +281,7 @@ func slotHistory(rng *rand.Rand, k Kind) *history {
 				}
 			}
 			atom := slots{kind: k, floor: math.MinInt64, s: []slot{sl}}
-			h.add(a.t, atom.encode())
+			h.add(a.t, mustEncode(atom.encode()))
 		}
 		all = append(all, adm...)
 	}
@@ -302,28 +289,43 @@ func slotHistory(rng *rand.Rand, k Kind) *history {
 		return slotHistory(rng, k)
 	}
 	slices.SortFunc(all, func(a, b admission) int { return cmp.Compare(a.t, b.t) })
-	last := all[len(all)-1].t
-	for range rng.IntN(3) {
-		f := last - span - skew - rng.Int64N(window)
-		atom := slots{kind: k, floor: f}
-		h.add(f+span+skew, atom.encode())
-	}
-	var state []byte
-	for _, a := range all {
-		var err error
-		if state, _, err = l.Commit(state, a.t, a.q); err != nil {
-			panic(err)
-		}
-	}
-	h.oracle = windowOracle(rng, l, mergeable(l, skew), state, last, window)
+	h.endWindows(rng, all, skew, span, func(f int64) []byte { return mustEncode((&slots{kind: k, floor: f}).encode()) })
 	return h
 }
 
-// windowOracle compares the merged state's replies after the last stamp with
-// those of the engine l fed every admission (state).
-func windowOracle(rng *rand.Rand, l engines.Limiter, m Limiter, state []byte, last, window int64) func([]byte) string {
+// admission is one admission to feed to the single-node limiter l.
+type admission struct {
+	l    engines.Limiter
+	t, q int64
+}
+
+// feed commits every admission in order from no state: the single-node
+// engine fed everything. It returns the state and when it is full.
+func feed(adm []admission) (state []byte, fullAt int64) {
+	for _, a := range adm {
+		var err error
+		if state, fullAt, err = a.l.Commit(state, a.t, a.q); err != nil {
+			panic(err)
+		}
+	}
+	return state, fullAt
+}
+
+// endWindows adds to a window history a few floors low enough that no
+// decision after the last admission counts what they retire (each as made
+// by a decision span+skew after it), and the oracle: the engine fed every
+// admission, in stamp order.
+func (h *history) endWindows(rng *rand.Rand, adm []admission, skew, span int64, floor func(f int64) []byte) {
+	last, l := adm[len(adm)-1].t, adm[0].l
+	window := engines.ParamsOf(l).Window
+	for range rng.IntN(3) {
+		f := last - span - skew - rng.Int64N(window)
+		h.add(f+span+skew, floor(f))
+	}
+	state, _ := feed(adm)
+	m := mergeable(l, skew)
 	at := []int64{last, last + rng.Int64N(window), last + rng.Int64N(3*window)}
-	return func(merged []byte) string {
+	h.oracle = func(merged []byte) string {
 		for _, r := range at {
 			want, _ := l.Check(state, r, 0)
 			got, _, _, _, err := m.Decide(merged, Origin{Node: 99}, r, 0)
@@ -455,7 +457,7 @@ func dropOne(k Kind) ops {
 		if len(s.s) > 0 {
 			s.s = s.s[1:]
 		}
-		return s.encode(), nil
+		return s.encode()
 	}}
 }
 
@@ -491,7 +493,7 @@ func sumCounts(k Kind) ops {
 		if k == SWL {
 			x, _ := decodeSWL(a)
 			y, _ := decodeSWL(b)
-			m := mergeSWL(x, y)
+			m := x.join(&y).(*swlLog)
 			for i, e := range m.entries {
 				same := func(f entry) bool { return compareEntry(e, f) == 0 }
 				if ix, iy := slices.IndexFunc(x.entries, same), slices.IndexFunc(y.entries, same); ix >= 0 && iy >= 0 {
@@ -502,7 +504,7 @@ func sumCounts(k Kind) ops {
 		}
 		x, _ := decodeSlots(a, k)
 		y, _ := decodeSlots(b, k)
-		m := mergeSlots(x, y)
+		m := x.join(&y).(*slots)
 		for i, sl := range m.s {
 			same := func(o slot) bool { return o.o == sl.o }
 			if ix, iy := slices.IndexFunc(x.s, same), slices.IndexFunc(y.s, same); ix >= 0 && iy >= 0 {
@@ -510,7 +512,7 @@ func sumCounts(k Kind) ops {
 				m.s[i].counts[0] = x.s[ix].counts[0] + y.s[iy].counts[0]
 			}
 		}
-		return m.encode(), nil
+		return m.encode()
 	}}
 }
 
@@ -530,7 +532,7 @@ func floorOfA(k Kind) ops {
 		x, _ := decodeSlots(a, k)
 		s, _ := decodeSlots(m, k)
 		s.floor = x.floor
-		return s.encode(), nil
+		return s.encode()
 	}}
 }
 

@@ -56,7 +56,7 @@ func appendOrigin(b []byte, o Origin) []byte {
 func header(r *reader, k Kind) error {
 	v, got := r.u8(), Kind(r.u8())
 	switch {
-	case r.bad || v != version || got < GCRA || got > LB:
+	case r.bad || v != version || got < FWC || got > GCRA:
 		return engines.ErrCorruptState
 	case got != k:
 		return engines.ErrWrongKind
@@ -128,6 +128,28 @@ func refer[T any](r *reader, table []T, used []bool) T {
 // canonical encoding lists no value that no entry uses.
 func allUsed(used []bool) bool { return !slices.Contains(used, false) }
 
+// union merges two lists sorted by compare: the elements of equal keys are
+// joined with join, and only those keep accepts stay. It is the join of
+// every state: a key's copies only grow, and join takes the larger.
+func union[E any](a, b []E, compare func(x, y E) int, join func(x, y E) E, keep func(E) bool) []E {
+	out := make([]E, 0, len(a)+len(b))
+	for len(a) > 0 || len(b) > 0 {
+		var e E
+		switch {
+		case len(b) == 0 || (len(a) > 0 && compare(a[0], b[0]) < 0):
+			e, a = a[0], a[1:]
+		case len(a) == 0 || compare(a[0], b[0]) > 0:
+			e, b = b[0], b[1:]
+		default:
+			e, a, b = join(a[0], b[0]), a[1:], b[1:]
+		}
+		if keep(e) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
 // add returns a+b for b >= 0, or engines.ErrOverflow.
 func add(a, b int64) (int64, error) {
 	if a > math.MaxInt64-b {
@@ -136,7 +158,7 @@ func add(a, b int64) (int64, error) {
 	return a + b, nil
 }
 
-// minus returns a-b saturated to int64 (for b >= 0: never below MinInt64).
+// minus returns a-b, saturated to the range of int64.
 func minus(a, b int64) int64 {
 	if b > 0 && a < math.MinInt64+b {
 		return math.MinInt64

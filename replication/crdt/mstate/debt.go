@@ -21,10 +21,7 @@ type drain struct{ unit, rate int64 }
 var nsDrain = drain{unit: 1, rate: 1}
 
 func (a drain) compare(b drain) int {
-	if c := cmp.Compare(a.unit, b.unit); c != 0 {
-		return c
-	}
-	return cmp.Compare(a.rate, b.rate)
+	return cmp.Or(cmp.Compare(a.unit, b.unit), cmp.Compare(a.rate, b.rate))
 }
 
 // event is one origin's admissions at one instant under one drain: they
@@ -42,13 +39,7 @@ type event struct {
 // compareKey orders events by (t, origin, segment): the order of the
 // encoding and of the replay.
 func compareKey(a, b event) int {
-	if c := cmp.Compare(a.t, b.t); c != 0 {
-		return c
-	}
-	if c := a.o.Compare(b.o); c != 0 {
-		return c
-	}
-	return cmp.Compare(a.seg, b.seg)
+	return cmp.Or(cmp.Compare(a.t, b.t), a.o.Compare(b.o), cmp.Compare(a.seg, b.seg))
 }
 
 // join returns the larger of two copies of one event: the same drain (an
@@ -73,7 +64,7 @@ type debtLog struct {
 	events []event // stamped after cut, ascending by compareKey
 }
 
-// empty is the state of a key nothing was admitted on.
+// emptyDebt returns the state of a key nothing was admitted on.
 func emptyDebt(k Kind) debtLog { return debtLog{kind: k, cut: math.MinInt64} }
 
 // hasDrains reports whether events carry their drain in the encoding
@@ -235,33 +226,6 @@ func compareBase(a, b *debtLog) int {
 	return cmp.Compare(a.unit, b.unit)
 }
 
-// mergeDebt joins two logs: the larger (cut, base) register, and the union
-// of the events after its cut, each at its largest cost.
-func mergeDebt(a, b debtLog) debtLog {
-	if compareBase(&a, &b) < 0 {
-		a, b = b, a
-	}
-	out := debtLog{kind: a.kind, cut: a.cut, base: a.base, unit: a.unit}
-	out.events = make([]event, 0, len(a.events)+len(b.events))
-	i, j := 0, 0
-	for i < len(a.events) || j < len(b.events) {
-		var e event
-		switch {
-		case j == len(b.events) || (i < len(a.events) && compareKey(a.events[i], b.events[j]) < 0):
-			e, i = a.events[i], i+1
-		case i == len(a.events) || compareKey(a.events[i], b.events[j]) > 0:
-			e, j = b.events[j], j+1
-		default:
-			e = a.events[i].join(b.events[j])
-			i, j = i+1, j+1
-		}
-		if e.t > out.cut {
-			out.events = append(out.events, e)
-		}
-	}
-	return out
-}
-
 // newest returns o's newest stamp in the log, or MinInt64.
 func (s *debtLog) newest(o Origin) int64 {
 	t := int64(math.MinInt64)
@@ -309,87 +273,85 @@ func (s *debtLog) charge(t int64, o Origin, d drain, cost int64) error {
 	return nil
 }
 
-// debtLimiter is GCRA, TB or LB on a debt log.
-type debtLimiter struct {
+// join implements decoded: the larger (cut, base) register, and the union of
+// the events after its cut, each at its largest cost.
+func (s *debtLog) join(o decoded) decoded {
+	a, b := s, o.(*debtLog)
+	if compareBase(a, b) < 0 {
+		a, b = b, a
+	}
+	out := &debtLog{kind: a.kind, cut: a.cut, base: a.base, unit: a.unit}
+	out.events = union(a.events, b.events, compareKey, event.join, func(e event) bool { return e.t > out.cut })
+	return out
+}
+
+// debtParams are GCRA's, TB's or LB's.
+type debtParams struct {
 	kind  Kind
 	gcra  gcra.Params     // GCRA
 	eng   engines.Limiter // TB, LB
 	drain drain           // the drain of this call's admissions
 }
 
-func (l debtLimiter) Kind() Kind { return l.kind }
-
 // check decides qty at t on a log whose replay up to t ended at (at, d,
 // unit), and returns the cost to record when it is admitted. GCRA decides
 // at the caller's now, as redis-cell does (a stale now looks fuller), the
 // engines at t.
-func (l debtLimiter) check(at, d, unit, t, now, qty int64) (engines.Result, int64, error) {
-	if l.kind != GCRA {
-		res, err := engines.CheckDebt(l.eng, at, d, unit, t, qty)
-		return res, qty * l.drain.unit, err // qty*unit fits when admitted: it is at most the size
+func (p debtParams) check(at, d, unit, t, now, qty int64) (engines.Result, int64, error) {
+	if p.kind != GCRA {
+		res, err := engines.CheckDebt(p.eng, at, d, unit, t, qty)
+		return res, qty * p.drain.unit, err // qty*unit fits when admitted: it is at most the size
 	}
 	if at > math.MaxInt64-d {
 		return engines.Result{}, 0, gcra.ErrOverflow
 	}
 	// The TAT is the time the debt is repaid; a drained bucket's is t.
 	tat := max(t, at+d)
-	newTAT, _, r, err := gcra.Decide(tat, l.gcra, now, qty)
+	newTAT, _, r, err := gcra.Decide(tat, p.gcra, now, qty)
 	res := engines.Result{Limited: r.Limited, Limit: r.Limit, Remaining: r.Remaining, RetryAfter: r.RetryAfter, ResetAfter: r.ResetAfter}
 	return res, newTAT - tat, err // tat >= now, so newTAT = tat + T*qty
 }
 
-func (l debtLimiter) Decide(state []byte, self Origin, now, qty int64) (engines.Result, []byte, int64, bool, error) {
-	s, err := decodeDebt(state, l.kind)
-	if err != nil {
-		return engines.Result{}, state, 0, false, err
-	}
-	t := max(now, s.cut, s.newest(self))
-	at, d, unit, err := s.replay(s.events, t)
-	if err != nil {
-		return engines.Result{}, state, 0, false, err
-	}
-	res, cost, err := l.check(at, d, unit, t, now, qty)
-	if err != nil || res.Limited || qty == 0 {
-		return res, state, 0, false, err
-	}
-	if err := s.charge(t, self, l.drain, cost); err != nil {
-		return engines.Result{}, state, 0, false, err
-	}
-	fullAt, err := l.fullAt(&s)
-	if err != nil {
-		return engines.Result{}, state, 0, false, err
-	}
-	next, err := s.encode()
-	if err != nil {
-		return engines.Result{}, state, 0, false, err
-	}
-	return res, next, fullAt, true, nil
+func (p debtParams) open(state []byte, self Origin) (view, error) {
+	s, err := decodeDebt(state, p.kind)
+	return &debtView{debtLog: s, p: p, self: self}, err
 }
 
-func (l debtLimiter) FullAt(state []byte) (int64, error) {
-	if len(state) == 0 {
-		return math.MinInt64, nil
-	}
-	s, err := decodeDebt(state, l.kind)
-	if err != nil {
-		return 0, err
-	}
-	return l.fullAt(&s)
+// debtView is a view of a debt log.
+type debtView struct {
+	debtLog
+	p    debtParams
+	self Origin
+	cost int64 // of the admission check allowed
 }
+
+func (v *debtView) at(now int64) int64 { return max(now, v.cut, v.newest(v.self)) }
+
+func (v *debtView) check(t, now, qty int64) (engines.Result, error) {
+	at, d, unit, err := v.replay(v.events, t)
+	if err != nil {
+		return engines.Result{}, err
+	}
+	res, cost, err := v.p.check(at, d, unit, t, now, qty)
+	v.cost = cost
+	return res, err
+}
+
+func (v *debtView) admit(t, _ int64) error { return v.charge(t, v.self, v.p.drain, v.cost) }
 
 // fullAt replays the whole log, from its newest stamp on under this call's
 // drain: the debt is repaid, and the key may go, at its newest stamp plus
 // the reply's ResetAfter.
-func (l debtLimiter) fullAt(s *debtLog) (int64, error) {
-	t := s.cut
-	if n := len(s.events); n > 0 {
-		t = s.events[n-1].t
+func (v *debtView) fullAt() (int64, error) {
+	t := v.cut
+	if n := len(v.events); n > 0 {
+		t = v.events[n-1].t
 	}
-	at, d, unit, err := s.replay(s.events, t)
+	at, d, unit, err := v.replay(v.events, t)
 	if err != nil {
 		return 0, err
 	}
-	res, _, err := l.check(at, d, unit, t, t, 0)
+	res, _, err := v.p.check(at, d, unit, t, t, 0)
 	if err != nil {
 		return 0, err
 	}

@@ -59,14 +59,14 @@ func TestEncoding(t *testing.T) {
 		kind Kind
 		want []byte
 	}{
-		{GCRA, cat([]byte{1, 1}, le(math.MinInt64), le(0), u16(1), origin, one, le(t0), le(3*s), u16(0))},
-		{TB, cat([]byte{1, 5}, le(math.MinInt64), le(0), le(0), u16(1), origin, u16(1), le(s), le(2),
+		{GCRA, cat([]byte{1, 6}, le(math.MinInt64), le(0), u16(1), origin, one, le(t0), le(3*s), u16(0))},
+		{TB, cat([]byte{1, 4}, le(math.MinInt64), le(0), le(0), u16(1), origin, u16(1), le(s), le(2),
 			one, le(t0), le(3*s), u16(0), u16(0), u16(0))},
-		{LB, cat([]byte{1, 6}, le(math.MinInt64), le(0), le(0), u16(1), origin, u16(1), le(s), le(2),
+		{LB, cat([]byte{1, 5}, le(math.MinInt64), le(0), le(0), u16(1), origin, u16(1), le(s), le(2),
 			one, le(t0), le(3*s), u16(0), u16(0), u16(0))},
-		{FWC, cat([]byte{1, 2}, le(t0-11*s), one, origin, le(t0), []byte{2}, le(3), le(0))},
-		{SWC, cat([]byte{1, 4}, le(t0-21*s), one, origin, le(t0), []byte{4}, le(3), le(0), le(0), le(0))},
-		{SWL, cat([]byte{1, 3}, le(t0-11*s), u16(1), origin, one, le(t0), le(3), u16(0))},
+		{FWC, cat([]byte{1, 1}, le(t0-11*s), one, origin, le(t0), []byte{2}, le(3), le(0))},
+		{SWC, cat([]byte{1, 3}, le(t0-21*s), one, origin, le(t0), []byte{4}, le(3), le(0), le(0), le(0))},
+		{SWL, cat([]byte{1, 2}, le(t0-11*s), u16(1), origin, one, le(t0), le(3), u16(0))},
 	}
 	ls := limiters()
 	for _, tt := range tests {
@@ -77,27 +77,13 @@ func TestEncoding(t *testing.T) {
 	}
 }
 
-// decode decodes state as a state of kind k and encodes it again.
+// reencode decodes state as a state of kind k and encodes it again.
 func reencode(state []byte, k Kind) ([]byte, error) {
-	switch k {
-	case GCRA, TB, LB:
-		s, err := decodeDebt(state, k)
-		if err != nil {
-			return nil, err
-		}
-		return s.encode()
-	case SWL:
-		s, err := decodeSWL(state)
-		if err != nil {
-			return nil, err
-		}
-		return s.encode()
-	}
-	s, err := decodeSlots(state, k)
+	d, err := decode(state, k)
 	if err != nil {
 		return nil, err
 	}
-	return s.encode(), nil
+	return d.encode()
 }
 
 // Every state is refused, never misread, when cut short, extended, or
@@ -174,7 +160,8 @@ func TestCorruptFields(t *testing.T) {
 		"origins out of order": {kind: FWC, s: []slot{{o: testOrigin, newest: t0, counts: []int64{1, 0}}, {o: o2, newest: t0, counts: []int64{1, 0}}}},
 	}
 	for name, st := range slotStates {
-		if _, err := decodeSlots(st.encode(), st.kind); !errors.Is(err, engines.ErrCorruptState) {
+		b, _ := st.encode()
+		if _, err := decodeSlots(b, st.kind); !errors.Is(err, engines.ErrCorruptState) {
 			t.Errorf("%s: got %v, want ErrCorruptState", name, err)
 		}
 	}

@@ -3,42 +3,31 @@ package mstate
 import (
 	"errors"
 	"math"
-	"strconv"
 
 	"github.com/throttleddb/throttled/engines"
 	"github.com/throttleddb/throttled/gcra"
 )
 
 // Kind names the algorithm whose state an encoding holds: its second byte.
+// The engines' kinds keep their numbers from package engines.
 type Kind uint8
 
 // The algorithms. 0 is not a Kind.
 const (
-	GCRA Kind = iota + 1 // CL.THROTTLE: debt log
-	FWC                  // fixed window counter: per-origin slots
-	SWL                  // sliding window log: per-origin entries
-	SWC                  // sliding window counter: per-origin slots
-	TB                   // token bucket: debt log
-	LB                   // leaky bucket as a queue: debt log
+	FWC  = Kind(engines.FWC) // fixed window counter: per-origin slots
+	SWL  = Kind(engines.SWL) // sliding window log: per-origin entries
+	SWC  = Kind(engines.SWC) // sliding window counter: per-origin slots
+	TB   = Kind(engines.TB)  // token bucket: debt log
+	LB   = Kind(engines.LB)  // leaky bucket as a queue: debt log
+	GCRA = LB + 1            // CL.THROTTLE: debt log
 )
 
 // String returns the command prefix: "cl", "fwc", "swl", "swc", "tb" or "lb".
 func (k Kind) String() string {
-	switch k {
-	case GCRA:
+	if k == GCRA {
 		return "cl"
-	case FWC:
-		return "fwc"
-	case SWL:
-		return "swl"
-	case SWC:
-		return "swc"
-	case TB:
-		return "tb"
-	case LB:
-		return "lb"
 	}
-	return "kind(" + strconv.Itoa(int(k)) + ")"
+	return engines.Kind(k).String()
 }
 
 // ErrSkew reports a negative maximum clock skew.
@@ -68,6 +57,67 @@ type Limiter interface {
 	Kind() Kind
 }
 
+// limiter is every Limiter: Decide and FullAt are the same steps for each
+// algorithm, which p supplies on its decoded state.
+type limiter struct {
+	kind Kind
+	p    interface {
+		open(state []byte, self Origin) (view, error)
+	}
+}
+
+// A view is a decoded state under one algorithm's parameters, as seen by the
+// writer self.
+type view interface {
+	// at returns the decision time for now: now, or self's newest stamp
+	// when later (and, for a debt log, its cut).
+	at(now int64) int64
+	// check decides qty at t; GCRA replies from the caller's now.
+	check(t, now, qty int64) (engines.Result, error)
+	// admit records the admission check allowed, and retires what no node
+	// counts any more.
+	admit(t, qty int64) error
+	// fullAt returns the instant from which the state decides as none.
+	fullAt() (int64, error)
+	encode() ([]byte, error)
+}
+
+func (l limiter) Kind() Kind { return l.kind }
+
+func (l limiter) Decide(state []byte, self Origin, now, qty int64) (engines.Result, []byte, int64, bool, error) {
+	v, err := l.p.open(state, self)
+	if err != nil {
+		return engines.Result{}, state, 0, false, err
+	}
+	t := v.at(now)
+	res, err := v.check(t, now, qty)
+	if err != nil || res.Limited || qty == 0 {
+		return res, state, 0, false, err
+	}
+	var fullAt int64
+	var next []byte
+	if err = v.admit(t, qty); err == nil {
+		if fullAt, err = v.fullAt(); err == nil {
+			next, err = v.encode()
+		}
+	}
+	if err != nil {
+		return engines.Result{}, state, 0, false, err
+	}
+	return res, next, fullAt, true, nil
+}
+
+func (l limiter) FullAt(state []byte) (int64, error) {
+	if len(state) == 0 {
+		return math.MinInt64, nil
+	}
+	v, err := l.p.open(state, Origin{})
+	if err != nil {
+		return 0, err
+	}
+	return v.fullAt()
+}
+
 // New returns the mergeable form of an engine from package engines. maxSkew
 // (ns, >= 0) is the largest clock difference the mesh tolerates between its
 // nodes (--crdt-max-skew): the window engines keep a part of a key that long
@@ -76,20 +126,16 @@ func New(l engines.Limiter, maxSkew int64) (Limiter, error) {
 	if maxSkew < 0 {
 		return nil, ErrSkew
 	}
-	p := engines.ParamsOf(l)
-	switch l.Kind() {
-	case engines.TB, engines.LB:
-		k := TB
-		if l.Kind() == engines.LB {
-			k = LB
-		}
-		return debtLimiter{kind: k, eng: l, drain: drain{unit: p.Unit, rate: p.Rate}}, nil
-	case engines.FWC:
+	k, p := Kind(l.Kind()), engines.ParamsOf(l)
+	switch k {
+	case TB, LB:
+		return limiter{k, debtParams{kind: k, eng: l, drain: drain{unit: p.Unit, rate: p.Rate}}}, nil
+	case FWC:
 		// A slot holds the counts of its newest window and the one before,
 		// for readers still in it; a slot is dead one window after its
 		// newest stamp.
-		return slotLimiter{kind: FWC, eng: l, read: 1, future: false, span: p.Window, skew: maxSkew}, nil
-	case engines.SWC:
+		return limiter{k, slotParams{kind: k, eng: l, read: 1, future: false, span: p.Window, skew: maxSkew}}, nil
+	case SWC:
 		// n counters and one more for readers a sub-window behind; a slot's
 		// newest counter weighs 0 once it is m+1 sub-windows old, at most
 		// two windows after its stamp.
@@ -97,9 +143,9 @@ func New(l engines.Limiter, maxSkew int64) (Limiter, error) {
 		if span <= math.MaxInt64/2 {
 			span *= 2
 		}
-		return slotLimiter{kind: SWC, eng: l, read: int(p.Subwindows), future: true, span: span, skew: maxSkew}, nil
-	case engines.SWL:
-		return swlLimiter{limit: p.Limit, window: p.Window, skew: maxSkew}, nil
+		return limiter{k, slotParams{kind: k, eng: l, read: int(p.Subwindows), future: true, span: span, skew: maxSkew}}, nil
+	case SWL:
+		return limiter{k, swlParams{limit: p.Limit, window: p.Window, skew: maxSkew}}, nil
 	}
 	return nil, engines.ErrWrongKind
 }
@@ -110,16 +156,36 @@ func NewGCRA(p gcra.Params) (Limiter, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	return debtLimiter{kind: GCRA, gcra: p, drain: nsDrain}, nil
+	return limiter{GCRA, debtParams{kind: GCRA, gcra: p, drain: nsDrain}}, nil
 }
 
 // KindOf reports which algorithm wrote state, from its first two bytes. It
 // checks only those bytes; Merge, Fold and Decide validate the rest.
 func KindOf(state []byte) (Kind, error) {
-	if len(state) < headerLen || state[0] != version || Kind(state[1]) < GCRA || Kind(state[1]) > LB {
+	if len(state) < headerLen || state[0] != version || Kind(state[1]) < FWC || Kind(state[1]) > GCRA {
 		return 0, engines.ErrCorruptState
 	}
 	return Kind(state[1]), nil
+}
+
+// A decoded state of any kind.
+type decoded interface {
+	encode() ([]byte, error)
+	// join returns the join with another decoded state of the same kind.
+	join(decoded) decoded
+}
+
+func decode(b []byte, k Kind) (decoded, error) {
+	switch k {
+	case GCRA, TB, LB:
+		s, err := decodeDebt(b, k)
+		return &s, err
+	case SWL:
+		s, err := decodeSWL(b)
+		return &s, err
+	}
+	s, err := decodeSlots(b, k)
+	return &s, err
 }
 
 // Merge returns the join of two states of one key: commutative, associative
@@ -133,40 +199,15 @@ func Merge(a, b []byte) ([]byte, error) {
 	if err != nil || k == 0 {
 		return nil, err
 	}
-	switch k {
-	case GCRA, TB, LB:
-		x, err := decodeDebt(a, k)
-		if err != nil {
-			return nil, err
-		}
-		y, err := decodeDebt(b, k)
-		if err != nil {
-			return nil, err
-		}
-		m := mergeDebt(x, y)
-		return m.encode()
-	case SWL:
-		x, err := decodeSWL(a)
-		if err != nil {
-			return nil, err
-		}
-		y, err := decodeSWL(b)
-		if err != nil {
-			return nil, err
-		}
-		m := mergeSWL(x, y)
-		return m.encode()
-	}
-	x, err := decodeSlots(a, k)
+	x, err := decode(a, k)
 	if err != nil {
 		return nil, err
 	}
-	y, err := decodeSlots(b, k)
+	y, err := decode(b, k)
 	if err != nil {
 		return nil, err
 	}
-	m := mergeSlots(x, y)
-	return m.encode(), nil
+	return x.join(y).encode()
 }
 
 // kindOfPair returns the kind of two states to merge: 0 when both are empty.
@@ -203,26 +244,19 @@ func Fold(state []byte, complete int64) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	switch k {
-	case GCRA, TB, LB:
-		s, err := decodeDebt(state, k)
-		if err != nil {
-			return nil, err
-		}
-		switch moved, err := s.fold(complete); {
-		case err != nil:
-			return nil, err
-		case !moved:
-			return state, nil
-		}
-		return s.encode()
-	case SWL:
-		_, err = decodeSWL(state)
-	default:
-		_, err = decodeSlots(state, k)
-	}
+	x, err := decode(state, k)
 	if err != nil {
 		return nil, err
 	}
-	return state, nil
+	s, ok := x.(*debtLog)
+	if !ok {
+		return state, nil
+	}
+	switch moved, err := s.fold(complete); {
+	case err != nil:
+		return nil, err
+	case !moved:
+		return state, nil
+	}
+	return s.encode()
 }

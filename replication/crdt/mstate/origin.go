@@ -34,8 +34,5 @@ func NewOrigin(nodeID string, incarnation uint64) Origin {
 
 // Compare orders origins by (Node, Inc): -1, 0 or +1.
 func (o Origin) Compare(p Origin) int {
-	if c := cmp.Compare(o.Node, p.Node); c != 0 {
-		return c
-	}
-	return cmp.Compare(o.Inc, p.Inc)
+	return cmp.Or(cmp.Compare(o.Node, p.Node), cmp.Compare(o.Inc, p.Inc))
 }

@@ -17,15 +17,17 @@ type slot struct {
 	counts []int64 // counts[i]: its units in the i-th (sub-)window before newest's; counts[0] > 0
 }
 
-// compare orders the versions of one origin's slot: each admission raises
-// newest, or keeps it and raises counts[0], so an origin's slot only grows
-// in this order, and replicas join its copies by taking the largest.
-func (a *slot) compare(b *slot) int {
-	if c := cmp.Compare(a.newest, b.newest); c != 0 {
-		return c
+// join returns the larger of two versions of one origin's slot, ordered by
+// (newest, counts...): each admission raises newest, or keeps it and raises
+// counts[0], so an origin's slot only grows in this order.
+func (a slot) join(b slot) slot {
+	if cmp.Or(cmp.Compare(a.newest, b.newest), slices.Compare(a.counts, b.counts)) < 0 {
+		return b
 	}
-	return slices.Compare(a.counts, b.counts)
+	return a
 }
+
+func compareOrigin(a, b slot) int { return a.o.Compare(b.o) }
 
 // slots is the decoded state of FWC and SWC (crdt-design.md 1.3, 1.4): one
 // slot per origin, and a floor below which slots are retired (no node counts
@@ -37,9 +39,9 @@ type slots struct {
 	s     []slot // newest > floor; ascending by origin
 }
 
-// widthOK reports whether a slot of kind k may hold w counts: FWC its window and the
-// one before; SWC between MinSubwindows+1 and MaxSubwindows+1 (n of the
-// writer, plus one).
+// widthOK reports whether a slot of kind k may hold w counts: FWC its window
+// and the one before; SWC between MinSubwindows+1 and MaxSubwindows+1 (n of
+// the writer, plus one).
 func widthOK(k Kind, w int) bool {
 	if k == FWC {
 		return w == 2
@@ -90,8 +92,12 @@ func decodeSlots(b []byte, k Kind) (slots, error) {
 	return s, nil
 }
 
-func (s *slots) encode() []byte {
-	b := make([]byte, 0, 14+len(s.s)*(25+8*(engines.MaxSubwindows+1)))
+func (s *slots) encode() ([]byte, error) {
+	size := 14
+	for i := range s.s {
+		size += 25 + 8*len(s.s[i].counts)
+	}
+	b := make([]byte, 0, size)
 	b = appendU32(appendI64(append(b, version, byte(s.kind)), s.floor), len(s.s))
 	for i := range s.s {
 		sl := &s.s[i]
@@ -100,7 +106,12 @@ func (s *slots) encode() []byte {
 			b = appendI64(b, c)
 		}
 	}
-	return b
+	return b, nil
+}
+
+// find returns the index of o's slot, or where it would go.
+func (s *slots) find(o Origin) (int, bool) {
+	return slices.BinarySearchFunc(s.s, o, func(sl slot, o Origin) int { return sl.o.Compare(o) })
 }
 
 // retire raises the floor to f and drops the slots at or below it.
@@ -109,32 +120,17 @@ func (s *slots) retire(f int64) {
 	s.s = slices.DeleteFunc(s.s, func(sl slot) bool { return sl.newest <= s.floor })
 }
 
-// mergeSlots joins two states: the higher floor, and per origin the larger
-// slot, minus the slots the floor retires.
-func mergeSlots(a, b slots) slots {
-	out := slots{kind: a.kind, floor: max(a.floor, b.floor)}
-	out.s = make([]slot, 0, len(a.s)+len(b.s))
-	i, j := 0, 0
-	for i < len(a.s) || j < len(b.s) {
-		switch {
-		case j == len(b.s) || (i < len(a.s) && a.s[i].o.Compare(b.s[j].o) < 0):
-			out.s, i = append(out.s, a.s[i]), i+1
-		case i == len(a.s) || a.s[i].o.Compare(b.s[j].o) > 0:
-			out.s, j = append(out.s, b.s[j]), j+1
-		default:
-			sl := a.s[i]
-			if sl.compare(&b.s[j]) < 0 {
-				sl = b.s[j]
-			}
-			out.s, i, j = append(out.s, sl), i+1, j+1
-		}
-	}
-	out.retire(out.floor)
+// join implements decoded: the higher floor, and per origin the larger
+// slot, unless the floor retires it.
+func (s *slots) join(o decoded) decoded {
+	b := o.(*slots)
+	out := &slots{kind: s.kind, floor: max(s.floor, b.floor)}
+	out.s = union(s.s, b.s, compareOrigin, slot.join, func(sl slot) bool { return sl.newest > out.floor })
 	return out
 }
 
-// slotLimiter is FWC or SWC on per-origin slots.
-type slotLimiter struct {
+// slotParams are FWC's or SWC's.
+type slotParams struct {
 	kind Kind
 	eng  engines.Limiter
 	// read is how many counts a decision reads, from its own (sub-)window
@@ -149,17 +145,15 @@ type slotLimiter struct {
 	skew   int64
 }
 
-func (l slotLimiter) Kind() Kind { return l.kind }
-
 // index is engines.Index, which cannot fail for FWC and SWC.
-func (l slotLimiter) index(t int64) int64 {
+func (l slotParams) index(t int64) int64 {
 	k, _ := engines.Index(l.eng, t)
 	return k
 }
 
 // sum returns the counts of every slot as seen from (sub-)window kt: the
 // i-th is the units of the i-th (sub-)window before kt.
-func (l slotLimiter) sum(s *slots, kt int64) ([]int64, error) {
+func (l slotParams) sum(s *slots, kt int64) ([]int64, error) {
 	counts := make([]int64, l.read)
 	for i := range s.s {
 		sl := &s.s[i]
@@ -184,10 +178,11 @@ func (l slotLimiter) sum(s *slots, kt int64) ([]int64, error) {
 	return counts, nil
 }
 
-// admit adds qty to self's slot at t, in (sub-)window kt, shifting its
-// counts as its single-node engine does.
-func (l slotLimiter) admit(s *slots, self Origin, t, kt, qty int64) error {
-	i, found := slices.BinarySearchFunc(s.s, self, func(sl slot, o Origin) int { return sl.o.Compare(o) })
+// admit adds qty to self's slot at t, shifting its counts as its
+// single-node engine does.
+func (l slotParams) admit(s *slots, self Origin, t, qty int64) error {
+	kt := l.index(t)
+	i, found := s.find(self)
 	counts := make([]int64, l.read+1)
 	if found {
 		old := s.s[i].counts
@@ -211,64 +206,55 @@ func (l slotLimiter) admit(s *slots, self Origin, t, kt, qty int64) error {
 	return nil
 }
 
-func (l slotLimiter) Decide(state []byte, self Origin, now, qty int64) (engines.Result, []byte, int64, bool, error) {
+func (l slotParams) open(state []byte, self Origin) (view, error) {
 	s, err := decodeSlots(state, l.kind)
+	return &slotView{slots: s, p: l, self: self}, err
+}
+
+// slotView is a view of per-origin slots.
+type slotView struct {
+	slots
+	p    slotParams
+	self Origin
+}
+
+func (v *slotView) at(now int64) int64 {
+	if i, found := v.find(v.self); found {
+		return max(now, v.s[i].newest)
+	}
+	return now
+}
+
+func (v *slotView) check(t, _, qty int64) (engines.Result, error) {
+	counts, err := v.p.sum(&v.slots, v.p.index(t))
 	if err != nil {
-		return engines.Result{}, state, 0, false, err
+		return engines.Result{}, err
 	}
-	t := now
-	if i, found := slices.BinarySearchFunc(s.s, self, func(sl slot, o Origin) int { return sl.o.Compare(o) }); found {
-		t = max(t, s.s[i].newest)
-	}
-	kt := l.index(t)
-	counts, err := l.sum(&s, kt)
-	if err != nil {
-		return engines.Result{}, state, 0, false, err
-	}
-	res, err := engines.CheckCounts(l.eng, t, counts, t, qty)
-	if err != nil || res.Limited || qty == 0 {
-		return res, state, 0, false, err
-	}
-	if err := l.admit(&s, self, t, kt, qty); err != nil {
-		return engines.Result{}, state, 0, false, err
+	return engines.CheckCounts(v.p.eng, t, counts, t, qty)
+}
+
+func (v *slotView) admit(t, qty int64) error {
+	if err := v.p.admit(&v.slots, v.self, t, qty); err != nil {
+		return err
 	}
 	// No node whose clock is within the skew counts a slot span after its
 	// newest stamp: retiring it keeps dead origins (old incarnations,
 	// removed peers) from piling up in a busy key.
-	s.retire(minus(minus(t, l.skew), l.span))
-	fullAt, err := l.fullAt(&s)
-	if err != nil {
-		return engines.Result{}, state, 0, false, err
-	}
-	return res, s.encode(), fullAt, true, nil
-}
-
-func (l slotLimiter) FullAt(state []byte) (int64, error) {
-	if len(state) == 0 {
-		return math.MinInt64, nil
-	}
-	s, err := decodeSlots(state, l.kind)
-	if err != nil {
-		return 0, err
-	}
-	return l.fullAt(&s)
+	v.retire(minus(minus(t, v.p.skew), v.p.span))
+	return nil
 }
 
 // fullAt decides a peek at the newest stamp of any slot: the state is full
 // its ResetAfter later.
-func (l slotLimiter) fullAt(s *slots) (int64, error) {
-	if len(s.s) == 0 {
+func (v *slotView) fullAt() (int64, error) {
+	if len(v.s) == 0 {
 		return math.MinInt64, nil
 	}
 	t := int64(math.MinInt64)
-	for i := range s.s {
-		t = max(t, s.s[i].newest)
+	for i := range v.s {
+		t = max(t, v.s[i].newest)
 	}
-	counts, err := l.sum(s, l.index(t))
-	if err != nil {
-		return 0, err
-	}
-	res, err := engines.CheckCounts(l.eng, t, counts, t, 0)
+	res, err := v.check(t, t, 0)
 	if err != nil {
 		return 0, err
 	}

@@ -16,11 +16,12 @@ type entry struct {
 	q int64 // > 0
 }
 
-func compareEntry(a, b entry) int {
-	if c := cmp.Compare(a.t, b.t); c != 0 {
-		return c
-	}
-	return a.o.Compare(b.o)
+func compareEntry(a, b entry) int { return cmp.Or(cmp.Compare(a.t, b.t), a.o.Compare(b.o)) }
+
+// join returns the larger of two copies of one entry.
+func (a entry) join(b entry) entry {
+	a.q = max(a.q, b.q)
+	return a
 }
 
 // swlLog is the decoded state of SWL (crdt-design.md 1.5): the log of every
@@ -103,41 +104,23 @@ func after(entries []entry, x int64) int {
 	return n
 }
 
-// mergeSWL joins two logs: the higher floor, and the union of the entries
+// join implements decoded: the higher floor, and the union of the entries
 // above it, each at its largest count.
-func mergeSWL(a, b swlLog) swlLog {
-	out := swlLog{floor: max(a.floor, b.floor)}
-	out.entries = make([]entry, 0, len(a.entries)+len(b.entries))
-	i, j := 0, 0
-	for i < len(a.entries) || j < len(b.entries) {
-		var e entry
-		switch {
-		case j == len(b.entries) || (i < len(a.entries) && compareEntry(a.entries[i], b.entries[j]) < 0):
-			e, i = a.entries[i], i+1
-		case i == len(a.entries) || compareEntry(a.entries[i], b.entries[j]) > 0:
-			e, j = b.entries[j], j+1
-		default:
-			e = a.entries[i]
-			e.q = max(e.q, b.entries[j].q)
-			i, j = i+1, j+1
-		}
-		if e.t > out.floor {
-			out.entries = append(out.entries, e)
-		}
-	}
+func (s *swlLog) join(o decoded) decoded {
+	b := o.(*swlLog)
+	out := &swlLog{floor: max(s.floor, b.floor)}
+	out.entries = union(s.entries, b.entries, compareEntry, entry.join, func(e entry) bool { return e.t > out.floor })
 	return out
 }
 
-// swlLimiter is the sliding window log on per-origin entries.
-type swlLimiter struct {
+// swlParams are SWL's.
+type swlParams struct {
 	limit, window, skew int64
 }
 
-func (swlLimiter) Kind() Kind { return SWL }
-
 // live returns the index of the oldest entry inside (t-window, t]; entries
 // stamped after t count too (a clock running ahead mints nothing).
-func (l swlLimiter) live(s *swlLog, t int64) int {
+func (l swlParams) live(s *swlLog, t int64) int {
 	if t < math.MinInt64+l.window { // nothing is older than t-window
 		return 0
 	}
@@ -148,7 +131,7 @@ func (l swlLimiter) live(s *swlLog, t int64) int {
 // origin's entries: limited when the units from the first live entry on
 // leave no room; a limited request may retry when enough of the oldest have
 // left, and the state is full when the newest has.
-func (l swlLimiter) check(s *swlLog, t, qty int64) (engines.Result, error) {
+func (l swlParams) check(s *swlLog, t, qty int64) (engines.Result, error) {
 	if qty < 0 {
 		return engines.Result{}, engines.ErrNegative
 	}
@@ -211,50 +194,42 @@ func (s *swlLog) newest(o Origin) int64 {
 	return t
 }
 
-func (l swlLimiter) Decide(state []byte, self Origin, now, qty int64) (engines.Result, []byte, int64, bool, error) {
+func (l swlParams) open(state []byte, self Origin) (view, error) {
 	s, err := decodeSWL(state)
-	if err != nil {
-		return engines.Result{}, state, 0, false, err
-	}
-	t := max(now, s.newest(self))
-	res, err := l.check(&s, t, qty)
-	if err != nil || res.Limited || qty == 0 {
-		return res, state, 0, false, err
-	}
-	e := entry{t: t, o: self, q: qty}
-	if i, found := slices.BinarySearchFunc(s.entries, e, compareEntry); found {
-		if s.entries[i].q, err = add(s.entries[i].q, qty); err != nil {
-			return engines.Result{}, state, 0, false, err
+	return &swlView{swlLog: s, p: l, self: self}, err
+}
+
+// swlView is a view of a log of per-origin entries.
+type swlView struct {
+	swlLog
+	p    swlParams
+	self Origin
+}
+
+func (v *swlView) at(now int64) int64 { return max(now, v.newest(v.self)) }
+
+func (v *swlView) check(t, _, qty int64) (engines.Result, error) { return v.p.check(&v.swlLog, t, qty) }
+
+func (v *swlView) admit(t, qty int64) error {
+	e := entry{t: t, o: v.self, q: qty}
+	if i, found := slices.BinarySearchFunc(v.entries, e, compareEntry); found {
+		var err error
+		if v.entries[i].q, err = add(v.entries[i].q, qty); err != nil {
+			return err
 		}
 	} else {
-		s.entries = slices.Insert(s.entries, i, e)
+		v.entries = slices.Insert(v.entries, i, e)
 	}
 	// No node whose clock is within the skew counts an entry a window
 	// older than t.
-	s.retire(minus(minus(t, l.window), l.skew))
-	fullAt, err := l.fullAt(&s)
-	if err != nil {
-		return engines.Result{}, state, 0, false, err
-	}
-	next, err := s.encode()
-	if err != nil {
-		return engines.Result{}, state, 0, false, err
-	}
-	return res, next, fullAt, true, nil
-}
-
-func (l swlLimiter) FullAt(state []byte) (int64, error) {
-	s, err := decodeSWL(state)
-	if err != nil {
-		return 0, err
-	}
-	return l.fullAt(&s)
+	v.retire(minus(minus(t, v.p.window), v.p.skew))
+	return nil
 }
 
 // fullAt is when the newest entry leaves the window.
-func (l swlLimiter) fullAt(s *swlLog) (int64, error) {
-	if len(s.entries) == 0 {
+func (v *swlView) fullAt() (int64, error) {
+	if len(v.entries) == 0 {
 		return math.MinInt64, nil
 	}
-	return add(s.entries[len(s.entries)-1].t, l.window)
+	return add(v.entries[len(v.entries)-1].t, v.p.window)
 }
