@@ -124,18 +124,22 @@
 // p99 of 1-34 events). During a partition the bound stops and the log keeps
 // every event since the split. The per-key cap of the study (M = 1024
 // events, coarsening an origin's complete events into one per aligned
-// quantum, which over-charges by at most rate*quantum) is not built yet. An
-// SWL log holds at most the units admitted within window+skew: limit + X
-// connected, P*limit in a partition into P sides, each under MaxSWLLimit.
+// quantum, which over-charges by at most rate*quantum) is not built yet: a
+// coarse event must never land on a node that has already folded part of
+// its quantum, or that part is charged twice, and the completeness bounds
+// that would guarantee it belong to the transport. An SWL log holds at most
+// the units admitted within window+skew: limit + X connected, P*limit in a
+// partition into P sides, each under MaxSWLLimit.
 //
 // # Bounds (study 3)
 //
-// With X = max_i sum_{j!=i} a_j(L), the most the other nodes admit unseen by
-// node i within the replication lag L (about sync interval + delay):
+// With X = max_i sum_{j!=i} a_j(lag), the most the other nodes admit unseen
+// by node i within the replication lag (about sync interval + delay):
 //
 //   - GCRA, TB, LB: any window [a, b] admits at most env(b-a) + X, where env
-//     is the single-node envelope (L + (b-a)/T for GCRA and LB, C + k(b-a)/P
-//     for TB). A coordinated burst on a full key gives exactly (N-1) x burst.
+//     is the single-node envelope (max_burst+1 + (b-a)/T for GCRA,
+//     capacity+1 + (b-a)/interval for LB, C + k(b-a)/P for TB). A
+//     coordinated burst on a full key gives exactly (N-1) x burst.
 //     A partition into P sides admits at most P*env + sum X_s; after the heal
 //     every node carries the whole debt and admits nothing until it is
 //     repaid (about extra*T), so no window ending after that gains anything.
