@@ -28,10 +28,7 @@ type pair struct {
 	scale  int64
 }
 
-func engine(l engines.Limiter, err error) single {
-	if err != nil {
-		panic(err)
-	}
+func engine(l engines.Limiter) single {
 	return func(state []byte, now, qty int64) (engines.Result, []byte, int64, bool, error) {
 		res, next, fullAt, write, err := engines.Apply(l, bytes.Clone(state), now, qty)
 		return res, next, fullAt, write, err
@@ -93,17 +90,17 @@ var oneWriterCases = []struct {
 	{TB, true, true, func(r *rand.Rand, _ bool) pair {
 		c, k, per := 1+r.Int64N(20), 1+r.Int64N(10), 1+r.Int64N(3*s)
 		l := mustLimiter(engines.NewTB(c, k, per))
-		return pair{engine(l, nil), mergeable(l, r.Int64N(s)), max(per/k, 1)}
+		return pair{engine(l), mergeable(l, r.Int64N(s)), max(per/k, 1)}
 	}},
 	{LB, true, true, func(r *rand.Rand, _ bool) pair {
 		c, k, per := 1+r.Int64N(20), 1+r.Int64N(10), 1+r.Int64N(3*s)
 		l := mustLimiter(engines.NewLB(c, k, per))
-		return pair{engine(l, nil), mergeable(l, r.Int64N(s)), max(per/k, 1)}
+		return pair{engine(l), mergeable(l, r.Int64N(s)), max(per/k, 1)}
 	}},
 	{FWC, true, true, func(r *rand.Rand, _ bool) pair {
 		limit, window := 1+r.Int64N(20), 1+r.Int64N(10*s)
 		l := mustLimiter(engines.NewFWC(limit, window))
-		return pair{engine(l, nil), mergeable(l, r.Int64N(s)), max(window/limit, 1)}
+		return pair{engine(l), mergeable(l, r.Int64N(s)), max(window/limit, 1)}
 	}},
 	{SWC, true, true, func(r *rand.Rand, change bool) pair {
 		n := 2 + r.Int64N(engines.MaxSubwindows-1)
@@ -112,7 +109,7 @@ var oneWriterCases = []struct {
 		}
 		limit, window := 1+r.Int64N(30), n-1+r.Int64N(10*s)
 		l := mustLimiter(engines.NewSWC(limit, window, n))
-		return pair{engine(l, nil), mergeable(l, r.Int64N(s)), max(window/limit, 1)}
+		return pair{engine(l), mergeable(l, r.Int64N(s)), max(window/limit, 1)}
 	}},
 	{SWL, true, true, func(r *rand.Rand, change bool) pair {
 		limit, window := 1+r.Int64N(30), 1+r.Int64N(10*s)
@@ -121,7 +118,7 @@ var oneWriterCases = []struct {
 			skew = 0 // entries kept for the skew would count under a longer window
 		}
 		l := mustLimiter(engines.NewSWL(limit, window))
-		return pair{engine(l, nil), mergeable(l, skew), max(window/limit, 1)}
+		return pair{engine(l), mergeable(l, skew), max(window/limit, 1)}
 	}},
 }
 
