@@ -84,9 +84,25 @@ func (b bucket) debt(state []byte, now int64) (t, d int64, err error) {
 	if d < 0 || unit <= 0 {
 		return 0, 0, ErrCorruptState
 	}
-	if unit != b.unit {
-		// The same number of tokens in the new unit: ceil(d*b.unit/unit).
-		hi, lo := bits.Mul64(uint64(d), uint64(b.unit))
+	return DebtAt(cut, d, unit, now, b.rate, b.unit)
+}
+
+// DebtAt is the step of the debt bucket behind TB and LB (and GCRA, whose
+// unit and rate are 1): a bucket that owed debt units of unit at cut owes d
+// units of toUnit at t, draining rate units of toUnit per ns. t is now, or
+// cut when now is earlier (the debt never grows back). The conversion keeps
+// the number of tokens, rounding up, so a change of period never mints
+// capacity. debt must be >= 0, unit > 0 unless debt is 0, and rate, toUnit >
+// 0; a converted debt that does not fit in int64 is ErrOverflow.
+//
+// The active-active mode (package replication/crdt/mstate) replays its
+// merged event log through this same step, so that a key with one writer owes
+// exactly what it owes here.
+func DebtAt(cut, debt, unit, now, rate, toUnit int64) (t, d int64, err error) {
+	d = debt
+	if unit != toUnit && d > 0 {
+		// The same number of tokens in the new unit: ceil(d*toUnit/unit).
+		hi, lo := bits.Mul64(uint64(d), uint64(toUnit))
 		if hi >= uint64(unit) { // the quotient would not fit in 64 bits
 			return 0, 0, ErrOverflow
 		}
@@ -104,7 +120,7 @@ func (b bucket) debt(state []byte, now int64) (t, d int64, err error) {
 	}
 	// now-cut may not fit in int64 (a cut far in the past), but it does in
 	// uint64; the drain only matters while it is below d.
-	hi, lo := bits.Mul64(uint64(now)-uint64(cut), uint64(b.rate))
+	hi, lo := bits.Mul64(uint64(now)-uint64(cut), uint64(rate))
 	if hi != 0 || lo >= uint64(d) {
 		return now, 0, nil
 	}
@@ -124,6 +140,11 @@ func (b bucket) Check(state []byte, now, qty int64) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	return b.check(d, qty), nil
+}
+
+// check decides qty >= 0 on a bucket that owes d units now.
+func (b bucket) check(d, qty int64) Result {
 	res := Result{Limit: b.limit, RetryAfter: -1}
 	switch {
 	case qty > b.limit:
@@ -141,7 +162,7 @@ func (b bucket) Check(state []byte, now, qty int64) (Result, error) {
 	}
 	res.Remaining = max(0, (b.size-d)/b.unit) // size-d < 0 after a lowered capacity
 	res.ResetAfter = ceilDiv(d, b.rate)
-	return res, nil
+	return res
 }
 
 // Commit implements Limiter: the cut moves to now and the debt grows by the

@@ -131,6 +131,15 @@
 // after a change. A lowered limit can leave a state over it: such a key is
 // limited, peeks included, until it drains.
 //
+// # Decided from fields
+//
+// CheckDebt (TB, LB) and CheckCounts (FWC, SWC) are Check on a state given as
+// its fields, DebtAt is the bucket's drain step, Index numbers (sub-)windows
+// and ParamsOf returns a Limiter's parameters. They exist for the
+// active-active mode (replication/crdt/mstate), which combines the parts of
+// a key written by several nodes into one such state and decides on it with
+// this package's arithmetic.
+//
 // # Overflow
 //
 // Constructors refuse parameters whose products do not fit in int64

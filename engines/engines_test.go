@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/throttleddb/throttled/engines"
+	"github.com/throttleddb/throttled/replication/crdt/mstate"
 )
 
 // t0 is the instant timelines start from (Unix ns, 2023-11-14 22:00:00 UTC): a
@@ -41,10 +42,19 @@ func queued(remaining, resetAfter, delay int64) engines.Result {
 // then Commit when allowed and qty > 0. It checks that Check leaves the state
 // alone, that Apply agrees, and that fullAt is the decision time plus
 // ResetAfter. It returns the final state.
+//
+// The mergeable (active-active) form of the engine replays the same steps
+// as the one writer of its key and must give the same replies, writes and
+// fullAt.
 func run(t *testing.T, l engines.Limiter, limit int64, steps []step) []byte {
 	t.Helper()
 	var state []byte
 	newest := int64(math.MinInt64)
+	merged, err := mstate.New(l, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mstateState []byte
 	for i, st := range steps {
 		now := t0 + st.at
 		before := bytes.Clone(state)
@@ -64,9 +74,15 @@ func run(t *testing.T, l engines.Limiter, limit int64, steps []step) []byte {
 		if err != nil || ares != res || write != (!res.Limited && st.qty > 0) {
 			t.Fatalf("step %d: Apply got (%+v, write %v, %v), want (%+v, write %v)", i+1, ares, write, err, res, !res.Limited && st.qty > 0)
 		}
+		mres, mnext, mfullAt, mwrite, err := merged.Decide(mstateState, mstate.Origin{Node: 1}, now, st.qty)
+		if err != nil || mres != res || mwrite != write || (write && mfullAt != fullAt) {
+			t.Fatalf("step %d: mergeable form got (%+v, write %v, fullAt %d, %v), want (%+v, write %v, fullAt %d)",
+				i+1, mres, mwrite, mfullAt, err, res, write, fullAt)
+		}
 		if !write {
 			continue
 		}
+		mstateState = mnext
 		used := max(now, newest)
 		state, newest = next, used
 		if fullAt != used+res.ResetAfter {

@@ -29,9 +29,8 @@ func (fwc) Kind() Kind { return FWC }
 // count is charged to the new window that holds newest, which never moves
 // counted units into the past.
 func (l fwc) at(state []byte, now int64) (t, used, end int64, err error) {
-	var newest, count int64
-	stored := len(state) > 0
-	if stored {
+	newest, count := now, int64(0) // a missing key: nothing counted
+	if len(state) > 0 {
 		if err := checkKind(state, FWC); err != nil {
 			return 0, 0, 0, err
 		}
@@ -42,8 +41,13 @@ func (l fwc) at(state []byte, now int64) (t, used, end int64, err error) {
 		if count <= 0 {
 			return 0, 0, 0, ErrCorruptState
 		}
-		now = max(now, newest)
 	}
+	return l.counted(newest, count, now)
+}
+
+// counted is at for a decoded state: count units recorded at newest.
+func (l fwc) counted(newest, count, now int64) (t, used, end int64, err error) {
+	now = max(now, newest)
 	_, off := floorDivMod(now, l.window)
 	// start = now - off >= MinInt64 needs now >= MinInt64 + off.
 	if off > 0 && now-off > now {
@@ -53,7 +57,7 @@ func (l fwc) at(state []byte, now int64) (t, used, end int64, err error) {
 	if end, err = add(start, l.window); err != nil {
 		return 0, 0, 0, err
 	}
-	if stored && newest >= start {
+	if newest >= start {
 		used = count
 	}
 	return now, used, end, nil
@@ -70,6 +74,12 @@ func (l fwc) Check(state []byte, now, qty int64) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	return l.check(now, used, end, qty), nil
+}
+
+// check decides qty >= 0 at now, used units being counted in now's window,
+// which ends at end.
+func (l fwc) check(now, used, end, qty int64) Result {
 	res := Result{Limit: l.limit, RetryAfter: -1}
 	// used >= 0 and limit > 0, so limit-used cannot overflow; it is negative
 	// when the limit was lowered below what this window already counts.
@@ -85,7 +95,7 @@ func (l fwc) Check(state []byte, now, qty int64) (Result, error) {
 	if used > 0 {
 		res.ResetAfter = end - now
 	}
-	return res, nil
+	return res
 }
 
 // Commit implements Limiter. The state is full again when the window ends.

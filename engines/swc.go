@@ -136,18 +136,32 @@ func (l swc) view(state []byte, now int64) (v swcView, t int64, p swcPos, err er
 	if body%8 != 0 || body/8 < MinSubwindows || body/8 > MaxSubwindows {
 		return v, 0, p, ErrCorruptState
 	}
-	v = swcView{b: state, ns: body / 8}
-	// Counters are >= 0, the newest > 0 (a Commit just added to it), and
-	// their sum fits, so no sum taken below can overflow.
+	// The newest counter is > 0: a Commit just added to it.
+	if !countersFit(state, body/8) || getInt(state, swcCounters) == 0 {
+		return v, 0, p, ErrCorruptState
+	}
+	v, t, p = l.viewAt(state, body/8, getInt(state, headerLen), now)
+	return v, t, p, nil
+}
+
+// countersFit reports whether the ns counters encoded in b are >= 0 and their
+// sum fits in int64, so that no sum taken by a decision can overflow.
+func countersFit(b []byte, ns int) bool {
 	var sum int64
-	for i := range v.ns {
-		c := getInt(state, swcCounters+8*i)
-		if c < 0 || (i == 0 && c == 0) || c > math.MaxInt64-sum {
-			return swcView{}, 0, p, ErrCorruptState
+	for i := range ns {
+		c := getInt(b, swcCounters+8*i)
+		if c < 0 || c > math.MaxInt64-sum {
+			return false
 		}
 		sum += c
 	}
-	newest := getInt(state, headerLen)
+	return true
+}
+
+// viewAt is view for a decoded state: ns counters encoded in b as in a state,
+// the first for newest's sub-window.
+func (l swc) viewAt(b []byte, ns int, newest, now int64) (v swcView, t int64, p swcPos) {
+	v = swcView{b: b, ns: ns}
 	t = max(now, newest)
 	p = l.pos(t)
 	p0 := p
@@ -166,7 +180,7 @@ func (l swc) view(state []byte, now int64) (v swcView, t int64, p swcPos, err er
 	default:
 		v.shift = int(int64(dq)*l.m + p.j - p0.j)
 	}
-	return v, t, p, nil
+	return v, t, p
 }
 
 // estimate returns the units counted in (t-window, t], t at p.
@@ -247,20 +261,25 @@ func (l swc) Check(state []byte, now, qty int64) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	used := l.estimate(&v, p)
+	return l.check(&v, p, qty), nil
+}
+
+// check decides qty >= 0 on the counters v, seen from the time at p.
+func (l swc) check(v *swcView, p swcPos, qty int64) Result {
+	used := l.estimate(v, p)
 	res := Result{Limit: l.limit, RetryAfter: -1}
 	if qty > l.limit-used {
 		res.Limited = true
 		if qty <= l.limit {
-			res.RetryAfter = l.retryAfter(&v, p, l.limit-qty)
+			res.RetryAfter = l.retryAfter(v, p, l.limit-qty)
 		}
 		res.Remaining = max(0, l.limit-used)
 	} else {
 		v.add = qty // the estimate grows by exactly qty
 		res.Remaining = l.limit - used - qty
 	}
-	res.ResetAfter = l.resetAfter(&v, p)
-	return res, nil
+	res.ResetAfter = l.resetAfter(v, p)
+	return res
 }
 
 // Commit implements Limiter: it shifts the counters to the current sub-window

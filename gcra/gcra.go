@@ -73,6 +73,13 @@ func NewParams(maxBurst, count, period int64) (Params, error) {
 // units pass at once, because tau is T*(Burst+1) and the test includes the request.
 func (p Params) Limit() int64 { return p.Burst + 1 }
 
+// Validate checks p as Decide does, with the errors of NewParams: a
+// hand-built Params can be refused before any key is touched.
+func (p Params) Validate() error {
+	_, err := p.tau()
+	return err
+}
+
 // tau validates p and returns T*(Burst+1). It is what Decide relies on, so a
 // hand-built Params cannot divide by zero or wrap around.
 func (p Params) tau() (int64, error) {

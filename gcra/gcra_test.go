@@ -7,7 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/throttleddb/throttled/engines"
 	"github.com/throttleddb/throttled/gcra"
+	"github.com/throttleddb/throttled/replication/crdt/mstate"
 )
 
 // t0 is the fixed instant every timeline starts from (Unix ns, November 2023). Any
@@ -33,9 +35,14 @@ type step struct {
 
 // run replays steps from an empty database. Each key's TAT is carried to the next
 // step only when Decide says to store it, exactly as the command layer will.
+//
+// The mergeable (active-active) CL.THROTTLE replays the same steps as the one
+// writer of each key and must give the same replies, storing a state exactly
+// when an admission stores a TAT, and full exactly at that TAT.
 func run(t *testing.T, steps []step) {
 	t.Helper()
 	db := map[string]int64{} // missing key reads as tat 0
+	merged := map[string][]byte{}
 	for i, st := range steps {
 		key, burst, count, period, qty := parseArgs(t, i+1, st.args)
 		p, err := gcra.NewParams(burst, count, period)
@@ -46,6 +53,19 @@ func run(t *testing.T, steps []step) {
 		newTAT, store, res, err := gcra.Decide(db[key], p, now, qty)
 		if err != nil {
 			t.Fatalf("step %d (%s at %d ms): Decide: %v", i+1, st.args, st.at, err)
+		}
+		ml, err := mstate.NewGCRA(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mres, next, fullAt, write, err := ml.Decide(merged[key], mstate.Origin{Node: 1}, now, qty)
+		want := engines.Result{Limited: res.Limited, Limit: res.Limit, Remaining: res.Remaining, RetryAfter: res.RetryAfter, ResetAfter: res.ResetAfter}
+		if err != nil || mres != want || write != (store && qty > 0) || (write && fullAt != newTAT) {
+			t.Errorf("step %d (%s at %d ms): mergeable form got (%+v, write %v, fullAt %d, %v), want (%+v, write %v, fullAt %d)",
+				i+1, st.args, st.at, mres, write, fullAt, err, want, store && qty > 0, newTAT)
+		}
+		if write {
+			merged[key] = next
 		}
 		if store == res.Limited {
 			t.Errorf("step %d (%s at %d ms): store = %v with limited = %v", i+1, st.args, st.at, store, res.Limited)
@@ -470,6 +490,23 @@ func BenchmarkDecide(b *testing.B) {
 		}
 		if store {
 			tat = newTAT
+		}
+	}
+}
+
+// Validate refuses exactly what Decide refuses for the parameters.
+func TestParams_Validate(t *testing.T) {
+	for _, p := range []gcra.Params{
+		{Burst: 15, Interval: 2 * s},
+		{},
+		{Burst: -1, Interval: 1},
+		{Burst: 1, Interval: -1},
+		{Burst: math.MaxInt64, Interval: 1},
+		{Burst: 9_223_372_036, Interval: s},
+	} {
+		_, _, _, want := gcra.Decide(0, p, t0, 0)
+		if got := p.Validate(); !errors.Is(got, want) || (got == nil) != (want == nil) {
+			t.Errorf("%+v: Validate() = %v, Decide says %v", p, got, want)
 		}
 	}
 }

@@ -1,0 +1,89 @@
+package mstate
+
+import (
+	"bytes"
+	"testing"
+)
+
+// The fuzz targets feed arbitrary bytes to the decoders, through every
+// entry point: none may panic, and whatever decodes is canonical (encoding
+// it again gives the same bytes) and behaves as a join element.
+//
+// Run one with: go test -fuzz FuzzDecode -fuzztime 30s ./replication/crdt/mstate/
+// Crashers land in testdata/fuzz/FuzzDecode and are replayed by go test.
+
+// addSamples seeds a fuzz target with valid states of every kind, merged
+// pairs and cut-short copies.
+func addSamples(f *testing.F, add func(a, b []byte)) {
+	ss := samples(f)
+	for k, a := range ss {
+		b := ss[(k%6)+1]
+		add(a, b)
+		add(a[:len(a)/2], a)
+		m, _ := Merge(a, a)
+		add(m, nil)
+	}
+}
+
+func FuzzDecode(f *testing.F) {
+	addSamples(f, func(a, _ []byte) { f.Add(a, int64(t0), int64(1)) })
+	ls := limiters()
+	f.Fuzz(func(t *testing.T, state []byte, now, qty int64) {
+		k, err := KindOf(state)
+		if err != nil {
+			if _, err := Merge(state, state); err == nil && len(state) > 0 {
+				t.Fatalf("Merge accepted %x, whose header KindOf refuses", state)
+			}
+			return
+		}
+		got, err := reencode(state, k)
+		if err != nil {
+			// Refused states are refused everywhere, without a panic.
+			if _, err := Merge(state, nil); err == nil {
+				t.Fatalf("Merge accepted %x, which does not decode", state)
+			}
+			Fold(state, now)
+			ls[k].Decide(state, testOrigin, now, qty)
+			ls[k].FullAt(state)
+			return
+		}
+		if !bytes.Equal(got, state) {
+			t.Fatalf("not canonical: %x encodes back as %x", state, got)
+		}
+		if m, err := Merge(state, state); err != nil || !bytes.Equal(m, state) {
+			t.Fatalf("Merge(s, s) = %x, %v; want s = %x", m, err, state)
+		}
+		if folded, err := Fold(state, now); err == nil {
+			if again, err := Fold(folded, now); err != nil || !bytes.Equal(again, folded) {
+				t.Fatalf("a second Fold at %d changed %x into %x, %v", now, folded, again, err)
+			}
+		}
+		res, next, _, write, err := ls[k].Decide(state, testOrigin, now, qty)
+		if err == nil && write {
+			// An admission only adds to the state: it absorbs the old one.
+			if m, err := Merge(next, state); err != nil || !bytes.Equal(m, next) {
+				t.Fatalf("Decide(%d, %d) gave %+v and %x, which does not absorb %x: %x, %v", now, qty, res, next, state, m, err)
+			}
+		}
+		ls[k].FullAt(state)
+	})
+}
+
+func FuzzMerge(f *testing.F) {
+	addSamples(f, func(a, b []byte) { f.Add(a, b) })
+	f.Fuzz(func(t *testing.T, a, b []byte) {
+		m, err := Merge(a, b)
+		if err != nil {
+			return
+		}
+		if ba, err := Merge(b, a); err != nil || !bytes.Equal(m, ba) {
+			t.Fatalf("Merge(a, b) = %x, Merge(b, a) = %x, %v", m, ba, err)
+		}
+		// The join is an upper bound of both sides.
+		for _, x := range [][]byte{a, b} {
+			if mx, err := Merge(m, x); err != nil || !bytes.Equal(mx, m) {
+				t.Fatalf("Merge(Merge(a, b), %x) = %x, %v; want %x", x, mx, err, m)
+			}
+		}
+	})
+}

@@ -1,0 +1,262 @@
+package mstate
+
+import (
+	"errors"
+	"math"
+
+	"github.com/throttleddb/throttled/engines"
+	"github.com/throttleddb/throttled/gcra"
+)
+
+// Kind names the algorithm whose state an encoding holds: its second byte.
+// The engines' kinds keep their numbers from package engines.
+type Kind uint8
+
+// The algorithms. 0 is not a Kind.
+const (
+	FWC  = Kind(engines.FWC) // fixed window counter: per-origin slots
+	SWL  = Kind(engines.SWL) // sliding window log: per-origin entries
+	SWC  = Kind(engines.SWC) // sliding window counter: per-origin slots
+	TB   = Kind(engines.TB)  // token bucket: debt log
+	LB   = Kind(engines.LB)  // leaky bucket as a queue: debt log
+	GCRA = LB + 1            // CL.THROTTLE: debt log
+)
+
+// String returns the command prefix: "cl", "fwc", "swl", "swc", "tb" or "lb".
+func (k Kind) String() string {
+	if k == GCRA {
+		return "cl"
+	}
+	return engines.Kind(k).String()
+}
+
+// ErrSkew reports a negative maximum clock skew.
+var ErrSkew = errors.New("mstate: negative clock skew")
+
+// A Limiter is one algorithm with validated parameters, deciding on
+// mergeable states. The implementations are small immutable values, safe for
+// concurrent use.
+type Limiter interface {
+	// Decide decides qty units (0 peeks) at now for the writer self, as
+	// engines.Apply does on a single node: res is the reply; when write is
+	// true, next is the state to store (a new slice; state is not modified)
+	// and fullAt the instant from which it is equivalent to no state. A
+	// limited request or a peek writes nothing, and next is state.
+	//
+	// now earlier than self's newest stamp in state is taken as that stamp;
+	// another origin's stamp never moves the decision time (see the package
+	// doc). On error nothing is written.
+	Decide(state []byte, self Origin, now, qty int64) (res engines.Result, next []byte, fullAt int64, write bool, err error)
+
+	// FullAt returns the instant from which state, merged or not, decides as
+	// no state under these parameters: when the key may expire. A missing
+	// state is full from MinInt64.
+	FullAt(state []byte) (int64, error)
+
+	// Kind says which algorithm this is.
+	Kind() Kind
+}
+
+// limiter is every Limiter: Decide and FullAt are the same steps for each
+// algorithm, which p supplies on its decoded state.
+type limiter struct {
+	kind Kind
+	p    interface {
+		open(state []byte, self Origin) (view, error)
+	}
+}
+
+// A view is a decoded state under one algorithm's parameters, as seen by the
+// writer self.
+type view interface {
+	// at returns the decision time for now: now, or self's newest stamp
+	// when later (and, for a debt log, its cut).
+	at(now int64) int64
+	// check decides qty at t; GCRA replies from the caller's now.
+	check(t, now, qty int64) (engines.Result, error)
+	// admit records the admission check allowed, and retires what no node
+	// counts any more.
+	admit(t, qty int64) error
+	// fullAt returns the instant from which the state decides as none.
+	fullAt() (int64, error)
+	encode() ([]byte, error)
+}
+
+func (l limiter) Kind() Kind { return l.kind }
+
+func (l limiter) Decide(state []byte, self Origin, now, qty int64) (engines.Result, []byte, int64, bool, error) {
+	v, err := l.p.open(state, self)
+	if err != nil {
+		return engines.Result{}, state, 0, false, err
+	}
+	t := v.at(now)
+	res, err := v.check(t, now, qty)
+	if err != nil || res.Limited || qty == 0 {
+		return res, state, 0, false, err
+	}
+	var fullAt int64
+	var next []byte
+	if err = v.admit(t, qty); err == nil {
+		if fullAt, err = v.fullAt(); err == nil {
+			next, err = v.encode()
+		}
+	}
+	if err != nil {
+		return engines.Result{}, state, 0, false, err
+	}
+	return res, next, fullAt, true, nil
+}
+
+func (l limiter) FullAt(state []byte) (int64, error) {
+	if len(state) == 0 {
+		return math.MinInt64, nil
+	}
+	v, err := l.p.open(state, Origin{})
+	if err != nil {
+		return 0, err
+	}
+	return v.fullAt()
+}
+
+// New returns the mergeable form of an engine from package engines. maxSkew
+// (ns, >= 0) is the largest clock difference the mesh tolerates between its
+// nodes (--crdt-max-skew): the window engines keep a part of a key that long
+// past the window, for the nodes whose clocks lag. TB and LB ignore it.
+func New(l engines.Limiter, maxSkew int64) (Limiter, error) {
+	if maxSkew < 0 {
+		return nil, ErrSkew
+	}
+	k, p := Kind(l.Kind()), engines.ParamsOf(l)
+	switch k {
+	case TB, LB:
+		return limiter{k, debtParams{kind: k, eng: l, drain: drain{unit: p.Unit, rate: p.Rate}}}, nil
+	case FWC:
+		// A slot holds the counts of its newest window and the one before,
+		// for readers still in it; a slot is dead one window after its
+		// newest stamp.
+		return limiter{k, slotParams{kind: k, eng: l, read: 1, future: false, span: p.Window, skew: maxSkew}}, nil
+	case SWC:
+		// n counters and one more for readers a sub-window behind; a slot's
+		// newest counter weighs 0 once it is m+1 sub-windows old, at most
+		// two windows after its stamp.
+		span := p.Window
+		if span <= math.MaxInt64/2 {
+			span *= 2
+		}
+		return limiter{k, slotParams{kind: k, eng: l, read: int(p.Subwindows), future: true, span: span, skew: maxSkew}}, nil
+	case SWL:
+		return limiter{k, swlParams{limit: p.Limit, window: p.Window, skew: maxSkew}}, nil
+	}
+	return nil, engines.ErrWrongKind
+}
+
+// NewGCRA returns the mergeable CL.THROTTLE (redis-cell GCRA) of p. Bad
+// parameters are gcra's errors (see gcra.Params.Validate).
+func NewGCRA(p gcra.Params) (Limiter, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	return limiter{GCRA, debtParams{kind: GCRA, gcra: p, drain: nsDrain}}, nil
+}
+
+// KindOf reports which algorithm wrote state, from its first two bytes. It
+// checks only those bytes; Merge, Fold and Decide validate the rest.
+func KindOf(state []byte) (Kind, error) {
+	if len(state) < headerLen || state[0] != version || Kind(state[1]) < FWC || Kind(state[1]) > GCRA {
+		return 0, engines.ErrCorruptState
+	}
+	return Kind(state[1]), nil
+}
+
+// A decoded state of any kind.
+type decoded interface {
+	encode() ([]byte, error)
+	// join returns the join with another decoded state of the same kind.
+	join(decoded) decoded
+}
+
+func decode(b []byte, k Kind) (decoded, error) {
+	switch k {
+	case GCRA, TB, LB:
+		s, err := decodeDebt(b, k)
+		return &s, err
+	case SWL:
+		s, err := decodeSWL(b)
+		return &s, err
+	}
+	s, err := decodeSlots(b, k)
+	return &s, err
+}
+
+// Merge returns the join of two states of one key: commutative, associative
+// and idempotent on the encoded bytes, so replicas that have merged the same
+// states hold the same bytes whatever the order, grouping or repetition of
+// the merges. nil or empty is the empty state. States of different kinds are
+// engines.ErrWrongKind, a malformed one engines.ErrCorruptState. The result
+// is a new slice.
+func Merge(a, b []byte) ([]byte, error) {
+	k, err := kindOfPair(a, b)
+	if err != nil || k == 0 {
+		return nil, err
+	}
+	x, err := decode(a, k)
+	if err != nil {
+		return nil, err
+	}
+	y, err := decode(b, k)
+	if err != nil {
+		return nil, err
+	}
+	return x.join(y).encode()
+}
+
+// kindOfPair returns the kind of two states to merge: 0 when both are empty.
+func kindOfPair(a, b []byte) (Kind, error) {
+	var k Kind
+	for _, s := range [2][]byte{a, b} {
+		if len(s) == 0 {
+			continue
+		}
+		got, err := KindOf(s)
+		switch {
+		case err != nil:
+			return 0, err
+		case k != 0 && got != k:
+			return 0, engines.ErrWrongKind
+		}
+		k = got
+	}
+	return k, nil
+}
+
+// Fold compacts a debt log (GCRA, TB, LB) whose holder knows every event
+// stamped before complete: those events are folded into its base, exactly.
+// complete is the completeness bound of the transport (the least watermark
+// of the mesh); folding past it loses the events that arrive later, so never
+// fold past it. The window kinds need no fold (Decide retires what no node
+// counts any more): their state is returned validated and unchanged. The
+// result is a new slice unless it is state unchanged.
+func Fold(state []byte, complete int64) ([]byte, error) {
+	if len(state) == 0 {
+		return state, nil
+	}
+	k, err := KindOf(state)
+	if err != nil {
+		return nil, err
+	}
+	x, err := decode(state, k)
+	if err != nil {
+		return nil, err
+	}
+	s, ok := x.(*debtLog)
+	if !ok {
+		return state, nil
+	}
+	switch moved, err := s.fold(complete); {
+	case err != nil:
+		return nil, err
+	case !moved:
+		return state, nil
+	}
+	return s.encode()
+}
