@@ -73,6 +73,7 @@ func newSettings(s *Server) *settings {
 			return nil
 		}},
 	}
+	list = append(list, clientSettings(s)...)
 	for k, v := range s.cfg.Settings {
 		if !slices.ContainsFunc(list, func(x setting) bool { return x.name == k }) {
 			list = append(list, fixed(k, v))

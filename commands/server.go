@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -32,6 +33,12 @@ type Config struct {
 	Manual *clock.Manual
 	// RequirePass, when set, makes clients AUTH first (user "default").
 	RequirePass string
+	// ProtectedMode is protected-mode yes: while there is no password,
+	// clients from non-loopback addresses are refused (Protected).
+	ProtectedMode bool
+	// Clients are the client limits at start (nil: DefaultClientLimits);
+	// SetNetwork hands them to the listener, and CONFIG SET changes them.
+	Clients *ClientLimits
 	// Settings are the values CONFIG GET reports for settings fixed at start
 	// (bind, port, dir...), keyed by lower-case name.
 	Settings map[string]string
@@ -74,6 +81,10 @@ type Server struct {
 
 	commandsProcessed atomic.Int64
 	password          atomic.Pointer[string] // requirepass; "" for none
+	protected         atomic.Bool            // protected-mode
+
+	clientsMu sync.Mutex // guards clients
+	clients   ClientLimits
 }
 
 // cmdStats counts a command's calls and error replies for INFO. A container
@@ -130,6 +141,11 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.syncReplies = cfg.Persistence != nil && cfg.Persistence.Stats().Fsync == persistence.Always
 	s.password.Store(&cfg.RequirePass)
+	s.protected.Store(cfg.ProtectedMode)
+	s.clients = DefaultClientLimits()
+	if cfg.Clients != nil {
+		s.clients = *cfg.Clients
+	}
 	s.conf = newSettings(s)
 	return s, nil
 }
@@ -146,8 +162,13 @@ func (s *Server) requirePass() string { return *s.password.Load() }
 func (s *Server) RequireAuth() bool { return s.requirePass() != "" }
 
 // SetNetwork gives the server the listener it serves, for CLIENT LIST, CLIENT
-// KILL and INFO clients.
-func (s *Server) SetNetwork(n *resp.Server) { s.net.Store(n) }
+// KILL and INFO clients, and hands it the client limits.
+func (s *Server) SetNetwork(n *resp.Server) {
+	s.clientsMu.Lock()
+	defer s.clientsMu.Unlock()
+	n.SetClientLimits(s.clients.ClientLimits)
+	s.net.Store(n)
+}
 
 // connState is what the server keeps per connection.
 type connState struct {

@@ -6,6 +6,7 @@ package server
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
 	"errors"
 	"log/slog"
 	"net"
@@ -26,8 +27,26 @@ import (
 type Config struct {
 	// Bind is the address to listen on (default 127.0.0.1).
 	Bind string
-	// Port is the TCP port (default 6379; 0 picks a free one).
+	// Port is the plain TCP port; 0 turns plain TCP off, as Redis' port 0
+	// does (cmd/throttled's default is 6379; tests ask the OS for a free
+	// port, proc.FreePort).
 	Port int
+	// TLSPort is the TLS port (tls-port); 0, the default, serves no TLS.
+	// It can run beside Port. TLSCertFile and TLSKeyFile are the server's
+	// certificate and key (PEM), TLSCACertFile the CA that signs client
+	// certificates, and TLSAuthClients whether clients must show one:
+	// "yes" (the default, as Redis), "no" or "optional".
+	TLSPort                                int
+	TLSCertFile, TLSKeyFile, TLSCACertFile string
+	TLSAuthClients                         string
+	// NoProtectedMode is protected-mode no. By default (protected-mode
+	// yes), while the default user has no password, clients from
+	// non-loopback addresses are refused with Redis' DENIED reply.
+	NoProtectedMode bool
+	// Clients are the client limits: maxclients, timeout, tcp-keepalive,
+	// client-query-buffer-limit, client-output-buffer-limit (nil:
+	// commands.DefaultClientLimits).
+	Clients *commands.ClientLimits
 	// Databases is the number of databases (default 16).
 	Databases int
 	// RequirePass makes clients AUTH with this password.
@@ -71,20 +90,30 @@ type Node struct {
 	Persistence *persistence.DB
 	raft        *raftNode
 	net         *resp.Server
-	ln          net.Listener
+	ln, tlsLn   net.Listener // nil when the port is 0
 	cancel      context.CancelFunc
 	done        chan struct{} // closed when Serve returns
 	once        sync.Once
 	closeErr    error
 }
 
-// Start opens the listener and serves in the background.
+// Start opens the listeners and serves in the background.
 func Start(cfg Config) (*Node, error) {
 	if cfg.Bind == "" {
 		cfg.Bind = "127.0.0.1"
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Port == 0 && cfg.TLSPort == 0 {
+		return nil, errors.New("port and tls-port are both 0: configured to listen nowhere")
+	}
+	var tlsCfg *tls.Config
+	if cfg.TLSPort != 0 {
+		var err error
+		if tlsCfg, err = tlsConfig(&cfg); err != nil {
+			return nil, err
+		}
 	}
 	if cfg.Raft != nil {
 		if err := checkRaft(&cfg); err != nil {
@@ -107,26 +136,38 @@ func Start(cfg Config) (*Node, error) {
 			return nil, err
 		}
 	}
-	ln, err := net.Listen("tcp", net.JoinHostPort(cfg.Bind, strconv.Itoa(cfg.Port)))
-	if err != nil {
+	n := &Node{Store: st, Clock: clk, Persistence: pdb, done: make(chan struct{})}
+	fail := func(err error) (*Node, error) {
+		n.closeListeners()
 		closePersistence(pdb)
 		return nil, err
 	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	n := &Node{Store: st, Clock: clk, Persistence: pdb, ln: ln, done: make(chan struct{})}
+	if n.ln, err = listen(cfg.Bind, cfg.Port); err != nil {
+		return fail(err)
+	}
+	if n.tlsLn, err = listen(cfg.Bind, cfg.TLSPort); err != nil {
+		return fail(err)
+	}
 	cmds, err := commands.New(commands.Config{
-		Store:       st,
-		Clock:       clk,
-		Manual:      manual,
-		RequirePass: cfg.RequirePass,
-		Port:        port,
-		Logger:      cfg.Logger,
-		Shutdown:    func() { n.Close() },
-		Persistence: pdb,
+		Store:         st,
+		Clock:         clk,
+		Manual:        manual,
+		RequirePass:   cfg.RequirePass,
+		ProtectedMode: !cfg.NoProtectedMode,
+		Clients:       cfg.Clients,
+		Port:          listenPort(n.ln),
+		Logger:        cfg.Logger,
+		Shutdown:      func() { n.Close() },
+		Persistence:   pdb,
 		Settings: map[string]string{
 			"dir":                cfg.Dir,
 			"bind":               cfg.Bind,
-			"port":               strconv.Itoa(port),
+			"port":               strconv.Itoa(listenPort(n.ln)),
+			"tls-port":           strconv.Itoa(listenPort(n.tlsLn)),
+			"tls-cert-file":      cfg.TLSCertFile,
+			"tls-key-file":       cfg.TLSKeyFile,
+			"tls-ca-cert-file":   cfg.TLSCACertFile,
+			"tls-auth-clients":   cmp.Or(cfg.TLSAuthClients, TLSAuthYes),
 			"proto-max-bulk-len": strconv.FormatInt(cmp.Or(cfg.MaxBulkLen, 512<<20), 10),
 			"debug-clock":        yesNo(cfg.DebugClock),
 			"threads":            strconv.Itoa(cmp.Or(cfg.Threads, runtime.GOMAXPROCS(0))),
@@ -135,15 +176,13 @@ func Start(cfg Config) (*Node, error) {
 		},
 	})
 	if err != nil {
-		ln.Close()
-		closePersistence(pdb)
-		return nil, err
+		return fail(err)
 	}
 	n.Commands = cmds
 	sweepNow := clk.Now
 	if cfg.Raft != nil {
-		if n.raft, err = startRaft(&cfg, cmds, ln.Addr().String(), clk); err != nil {
-			ln.Close()
+		if n.raft, err = startRaft(&cfg, cmds, n.ln.Addr().String(), clk); err != nil {
+			n.closeListeners()
 			return nil, err
 		}
 		// A replica changes its keyspace only by applying the log, so
@@ -153,6 +192,7 @@ func Start(cfg Config) (*Node, error) {
 	n.net = resp.NewServer(resp.Config{
 		Limits:      resp.Limits{MaxBulkLen: cfg.MaxBulkLen},
 		RequireAuth: cmds.RequireAuth,
+		Protected:   cmds.Protected,
 		Logger:      cfg.Logger,
 		Loops:       cfg.Threads,
 	}, cmds)
@@ -167,18 +207,70 @@ func Start(cfg Config) (*Node, error) {
 		}
 		go releaseIdleMemory(ctx, cmds.CommandsProcessed, checkpoints, debug.FreeOSMemory, idleCheck)
 	}
-	go func() {
-		defer close(n.done)
-		if err := n.net.Serve(ln); err != nil && !errors.Is(err, resp.ErrServerClosed) {
-			cfg.Logger.Error("serve failed", "err", err)
+	var serving sync.WaitGroup
+	serve := func(ln net.Listener, tc *tls.Config) {
+		if ln == nil {
+			return
 		}
+		serving.Go(func() {
+			if err := n.net.ServeTLS(ln, tc); err != nil && !errors.Is(err, resp.ErrServerClosed) {
+				// The node stops: a listener that fails for good
+				// leaves clients that cannot reach it.
+				cfg.Logger.Error("serve failed", "addr", ln.Addr().String(), "err", err)
+				go n.net.Close()
+			}
+		})
+	}
+	serve(n.ln, nil)
+	serve(n.tlsLn, tlsCfg)
+	go func() {
+		serving.Wait()
+		close(n.done)
 	}()
-	cfg.Logger.Info("listening", "addr", ln.Addr().String(), "debug_clock", cfg.DebugClock)
+	cfg.Logger.Info("listening", "addr", n.Addr(), "tls_addr", n.TLSAddr(), "debug_clock", cfg.DebugClock)
 	return n, nil
 }
 
-// Addr returns the address the node listens on.
-func (n *Node) Addr() string { return n.ln.Addr().String() }
+// listen opens a TCP listener on bind:port, or none for port 0. The
+// listener sets no TCP keepalive: resp sets tcp-keepalive on each
+// connection it accepts.
+func listen(bind string, port int) (net.Listener, error) {
+	if port == 0 {
+		return nil, nil
+	}
+	lc := net.ListenConfig{KeepAlive: -1}
+	return lc.Listen(context.Background(), "tcp", net.JoinHostPort(bind, strconv.Itoa(port)))
+}
+
+// listenPort is ln's port, or 0 without a listener.
+func listenPort(ln net.Listener) int {
+	if ln == nil {
+		return 0
+	}
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+func (n *Node) closeListeners() {
+	for _, ln := range []net.Listener{n.ln, n.tlsLn} {
+		if ln != nil {
+			ln.Close()
+		}
+	}
+}
+
+// Addr returns the plain TCP address the node listens on, "" with port 0.
+func (n *Node) Addr() string { return listenAddr(n.ln) }
+
+// TLSAddr returns the TLS address the node listens on, "" without
+// tls-port.
+func (n *Node) TLSAddr() string { return listenAddr(n.tlsLn) }
+
+func listenAddr(ln net.Listener) string {
+	if ln == nil {
+		return ""
+	}
+	return ln.Addr().String()
+}
 
 // Done is closed once the node has stopped serving (Close, or SHUTDOWN).
 func (n *Node) Done() <-chan struct{} { return n.done }

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/throttleddb/throttled/internal/proc"
 )
 
 func TestConfigFile(t *testing.T) {
@@ -175,7 +177,11 @@ func TestRun_RaftRefusesSingleNodeFolder(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(member, "raft"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := run([]string{"--port", "0", "--dir", member}, &bytes.Buffer{}); err == nil {
+	port, err := proc.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := run([]string{"--port", strconv.Itoa(port), "--dir", member}, &bytes.Buffer{}); err == nil {
 		t.Fatal("a single node started on a Raft member's folder")
 	}
 	if entries, _ := os.ReadDir(member); len(entries) != 1 {
