@@ -76,8 +76,8 @@ func (s *Server) SetClientLimits(l ClientLimits) { s.limits.Store(&l) }
 
 // NetStats are the connection counters INFO shows.
 type NetStats struct {
-	// Received counts the connections served since start, and those
-	// refused in protected mode (total_connections_received).
+	// Received counts the connections served since start
+	// (total_connections_received).
 	Received int64
 	// Rejected counts the connections refused, for maxclients or in
 	// protected mode (rejected_connections).
@@ -125,10 +125,11 @@ const trimAfter = 2 * time.Second
 // and stops half way does not hold a goroutine for ever.
 const tlsHandshakeTimeout = 10 * time.Second
 
-// Redis' replies to the connections it refuses.
+// Redis' replies to the connections it refuses, as redis-server 7.0.15
+// sends them (typo included: clients may match the text).
 const (
 	errMaxClients = "ERR max number of clients reached"
-	errProtected  = "DENIED Redis is running in protected mode because protected mode is enabled and no password is set for the default user. In this mode connections are only accepted from the loopback interface. If you want to connect from external computers to Redis you may adopt one of the following solutions: 1) Just disable protected mode sending the command 'CONFIG SET protected-mode no' from the loopback interface by connecting to Redis from the same host the server is running, however MAKE SURE Redis is not publicly accessible from internet if you do so. Use CONFIG REWRITE to make this change permanent. 2) Alternatively you can just disable the protected mode by editing the Redis configuration file, and setting the protected mode option to 'no', and then restarting the server. 3) If you started the server manually just for testing, restart it with the '--protected-mode no' option. 4) Set up an authentication password for the default user. NOTE: You only need to do one of the above things in order for the server to start accepting connections from the outside."
+	errProtected  = "DENIED Redis is running in protected mode because protected mode is enabled and no password is set for the default user. In this mode connections are only accepted from the loopback interface. If you want to connect from external computers to Redis you may adopt one of the following solutions: 1) Just disable protected mode sending the command 'CONFIG SET protected-mode no' from the loopback interface by connecting to Redis from the same host the server is running, however MAKE SURE Redis is not publicly accessible from internet if you do so. Use CONFIG REWRITE to make this change permanent. 2) Alternatively you can just disable the protected mode by editing the Redis configuration file, and setting the protected mode option to 'no', and then restarting the server. 3) If you started the server manually just for testing, restart it with the '--protected-mode no' option. 4) Setup a an authentication password for the default user. NOTE: You only need to do one of the above things in order for the server to start accepting connections from the outside."
 )
 
 // isLoopback reports whether a is a loopback address (127.0.0.0/8, ::1),

@@ -74,7 +74,7 @@ type Server struct {
 	log           *slog.Logger
 	limits        atomic.Pointer[ClientLimits]
 	nextID        atomic.Int64
-	total         atomic.Int64 // connections served or refused in protected mode
+	total         atomic.Int64 // connections served since start
 	rejects       atomic.Int64 // protocol errors
 	rejected      atomic.Int64 // connections refused
 	queryLimited  atomic.Int64 // closed for client-query-buffer-limit
@@ -207,10 +207,8 @@ func acceptRetry(err error) bool {
 // non-loopback address in protected mode, or over maxclients. It returns
 // ErrServerClosed once the server is closed.
 func (s *Server) admit(nc net.Conn) error {
-	// Redis counts the clients it refuses in protected mode both as
-	// received and as rejected, and those over maxclients as rejected only.
+	// Redis counts the connections it refuses as rejected, not received.
 	if s.cfg.Protected != nil && !isLoopback(nc.RemoteAddr()) && s.cfg.Protected() {
-		s.total.Add(1)
 		s.rejected.Add(1)
 		s.refuse(nc, errProtected)
 		return nil

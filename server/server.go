@@ -8,12 +8,15 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"runtime"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/throttleddb/throttled/clock"
@@ -25,7 +28,10 @@ import (
 
 // Config configures a node. Zero fields mean the defaults.
 type Config struct {
-	// Bind is the address to listen on (default 127.0.0.1).
+	// Bind is the address to listen on (default 127.0.0.1), or several
+	// separated by spaces, as redis.conf's bind: "127.0.0.1 -::1". A
+	// leading '-' makes an address optional (skipped where the machine
+	// does not have it); "*" is every IPv4 address, "::*" every IPv6 one.
 	Bind string
 	// Port is the plain TCP port; 0 turns plain TCP off, as Redis' port 0
 	// does (cmd/throttled's default is 6379; tests ask the OS for a free
@@ -90,7 +96,7 @@ type Node struct {
 	Persistence *persistence.DB
 	raft        *raftNode
 	net         *resp.Server
-	ln, tlsLn   net.Listener // nil when the port is 0
+	lns, tlsLns []net.Listener // one per bind address; none when the port is 0
 	cancel      context.CancelFunc
 	done        chan struct{} // closed when Serve returns
 	once        sync.Once
@@ -142,10 +148,10 @@ func Start(cfg Config) (*Node, error) {
 		closePersistence(pdb)
 		return nil, err
 	}
-	if n.ln, err = listen(cfg.Bind, cfg.Port); err != nil {
+	if n.lns, err = listen(cfg.Bind, cfg.Port); err != nil {
 		return fail(err)
 	}
-	if n.tlsLn, err = listen(cfg.Bind, cfg.TLSPort); err != nil {
+	if n.tlsLns, err = listen(cfg.Bind, cfg.TLSPort); err != nil {
 		return fail(err)
 	}
 	cmds, err := commands.New(commands.Config{
@@ -155,15 +161,15 @@ func Start(cfg Config) (*Node, error) {
 		RequirePass:   cfg.RequirePass,
 		ProtectedMode: !cfg.NoProtectedMode,
 		Clients:       cfg.Clients,
-		Port:          listenPort(n.ln),
+		Port:          listenPort(n.lns),
 		Logger:        cfg.Logger,
 		Shutdown:      func() { n.Close() },
 		Persistence:   pdb,
 		Settings: map[string]string{
 			"dir":                cfg.Dir,
 			"bind":               cfg.Bind,
-			"port":               strconv.Itoa(listenPort(n.ln)),
-			"tls-port":           strconv.Itoa(listenPort(n.tlsLn)),
+			"port":               strconv.Itoa(listenPort(n.lns)),
+			"tls-port":           strconv.Itoa(listenPort(n.tlsLns)),
 			"tls-cert-file":      cfg.TLSCertFile,
 			"tls-key-file":       cfg.TLSKeyFile,
 			"tls-ca-cert-file":   cfg.TLSCACertFile,
@@ -181,7 +187,7 @@ func Start(cfg Config) (*Node, error) {
 	n.Commands = cmds
 	sweepNow := clk.Now
 	if cfg.Raft != nil {
-		if n.raft, err = startRaft(&cfg, cmds, n.ln.Addr().String(), clk); err != nil {
+		if n.raft, err = startRaft(&cfg, cmds, n.Addr(), clk); err != nil {
 			n.closeListeners()
 			return nil, err
 		}
@@ -208,21 +214,20 @@ func Start(cfg Config) (*Node, error) {
 		go releaseIdleMemory(ctx, cmds.CommandsProcessed, checkpoints, debug.FreeOSMemory, idleCheck)
 	}
 	var serving sync.WaitGroup
-	serve := func(ln net.Listener, tc *tls.Config) {
-		if ln == nil {
-			return
+	serve := func(lns []net.Listener, tc *tls.Config) {
+		for _, ln := range lns {
+			serving.Go(func() {
+				if err := n.net.ServeTLS(ln, tc); err != nil && !errors.Is(err, resp.ErrServerClosed) {
+					// The node stops: a listener that fails for
+					// good leaves clients that cannot reach it.
+					cfg.Logger.Error("serve failed", "addr", ln.Addr().String(), "err", err)
+					go n.net.Close()
+				}
+			})
 		}
-		serving.Go(func() {
-			if err := n.net.ServeTLS(ln, tc); err != nil && !errors.Is(err, resp.ErrServerClosed) {
-				// The node stops: a listener that fails for good
-				// leaves clients that cannot reach it.
-				cfg.Logger.Error("serve failed", "addr", ln.Addr().String(), "err", err)
-				go n.net.Close()
-			}
-		})
 	}
-	serve(n.ln, nil)
-	serve(n.tlsLn, tlsCfg)
+	serve(n.lns, nil)
+	serve(n.tlsLns, tlsCfg)
 	go func() {
 		serving.Wait()
 		close(n.done)
@@ -231,45 +236,80 @@ func Start(cfg Config) (*Node, error) {
 	return n, nil
 }
 
-// listen opens a TCP listener on bind:port, or none for port 0. The
-// listener sets no TCP keepalive: resp sets tcp-keepalive on each
-// connection it accepts.
-func listen(bind string, port int) (net.Listener, error) {
+// listen opens a TCP listener on port at each bind address, or none for
+// port 0. The listeners set no TCP keepalive: resp sets tcp-keepalive on
+// each connection it accepts.
+func listen(bind string, port int) ([]net.Listener, error) {
 	if port == 0 {
 		return nil, nil
 	}
-	lc := net.ListenConfig{KeepAlive: -1}
-	return lc.Listen(context.Background(), "tcp", net.JoinHostPort(bind, strconv.Itoa(port)))
+	var lns []net.Listener
+	for _, a := range strings.Fields(bind) {
+		optional := strings.HasPrefix(a, "-")
+		a = strings.TrimPrefix(a, "-")
+		switch a {
+		case "*":
+			a = "0.0.0.0"
+		case "::*":
+			a = "::"
+		}
+		// IPv6 listeners take IPv6 only, as Redis' do, so that "* ::*"
+		// can listen on both.
+		network := "tcp"
+		if ip := net.ParseIP(a); ip != nil && ip.To4() == nil {
+			network = "tcp6"
+		} else if ip != nil {
+			network = "tcp4"
+		}
+		lc := net.ListenConfig{KeepAlive: -1}
+		ln, err := lc.Listen(context.Background(), network, net.JoinHostPort(a, strconv.Itoa(port)))
+		if optional && (errors.Is(err, syscall.EADDRNOTAVAIL) || errors.Is(err, syscall.EAFNOSUPPORT)) {
+			continue
+		}
+		if err != nil {
+			closeAll(lns)
+			return nil, err
+		}
+		lns = append(lns, ln)
+	}
+	if len(lns) == 0 {
+		return nil, fmt.Errorf("bind %q: no address to listen on", bind)
+	}
+	return lns, nil
 }
 
-// listenPort is ln's port, or 0 without a listener.
-func listenPort(ln net.Listener) int {
-	if ln == nil {
+// listenPort is the port of lns, or 0 without a listener.
+func listenPort(lns []net.Listener) int {
+	if len(lns) == 0 {
 		return 0
 	}
-	return ln.Addr().(*net.TCPAddr).Port
+	return lns[0].Addr().(*net.TCPAddr).Port
+}
+
+func closeAll(lns []net.Listener) {
+	for _, ln := range lns {
+		ln.Close()
+	}
 }
 
 func (n *Node) closeListeners() {
-	for _, ln := range []net.Listener{n.ln, n.tlsLn} {
-		if ln != nil {
-			ln.Close()
-		}
-	}
+	closeAll(n.lns)
+	closeAll(n.tlsLns)
 }
 
-// Addr returns the plain TCP address the node listens on, "" with port 0.
-func (n *Node) Addr() string { return listenAddr(n.ln) }
+// Addr returns the plain TCP address the node listens on (the first bind
+// address's), "" with port 0.
+func (n *Node) Addr() string { return listenAddr(n.lns) }
 
-// TLSAddr returns the TLS address the node listens on, "" without
-// tls-port.
-func (n *Node) TLSAddr() string { return listenAddr(n.tlsLn) }
+// TLSAddr returns the TLS address the node listens on (the first bind
+// address's), "" without tls-port.
+func (n *Node) TLSAddr() string { return listenAddr(n.tlsLns) }
 
-func listenAddr(ln net.Listener) string {
-	if ln == nil {
+func listenAddr(lns []net.Listener) string {
+	if len(lns) == 0 {
 		return ""
 	}
-	return ln.Addr().String()
+	return lns[0].Addr().String()
 }
 
 // Done is closed once the node has stopped serving (Close, or SHUTDOWN).

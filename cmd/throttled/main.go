@@ -58,7 +58,7 @@ func newFlags(stderr io.Writer) (*flag.FlagSet, *settings) {
 	cfg := &s.Config
 	fs := flag.NewFlagSet("throttled", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&cfg.Bind, "bind", "127.0.0.1", "address to listen on")
+	fs.StringVar(&cfg.Bind, "bind", "127.0.0.1", "address(es) to listen on, separated by spaces as redis.conf's bind; a leading - makes one optional")
 	fs.IntVar(&cfg.Port, "port", server.DefaultPort, "TCP port to listen on (0: no plain TCP, as Redis)")
 	fs.IntVar(&cfg.TLSPort, "tls-port", 0, "TLS port to listen on, beside --port (0: no TLS)")
 	fs.StringVar(&cfg.TLSCertFile, "tls-cert-file", "", "the server's TLS certificate (PEM)")
