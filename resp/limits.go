@@ -193,7 +193,10 @@ func (s *Server) expired(now int64, kill []*Conn) []*Conn {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for c := range s.conns {
-		if lim.Timeout > 0 && now-c.lastIO.Load() > int64(lim.Timeout) {
+		// lastIO is the coarse clock, up to cronEvery behind the read or
+		// write it stamps: the slack keeps a client from being closed
+		// before its full timeout.
+		if lim.Timeout > 0 && now-c.lastIO.Load() > int64(lim.Timeout+cronEvery) {
 			s.log.Debug("closing idle client", "client", c.Addr, "timeout", lim.Timeout)
 			kill = append(kill, c)
 			continue

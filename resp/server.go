@@ -602,6 +602,9 @@ func (c *Conn) CloseAfterReply() { c.closing = true }
 // fails the replies are dropped and c is aborted, so that nothing waits for
 // its deferred replies any more.
 func (c *Conn) flush() error {
+	if c.aborted.Load() {
+		return net.ErrClosed
+	}
 	if len(c.W.b) == 0 && !c.W.over {
 		return nil
 	}
