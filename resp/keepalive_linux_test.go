@@ -16,7 +16,7 @@ func TestKeepAlive(t *testing.T) {
 	}
 	defer ln.Close()
 	for _, tc := range []struct {
-		d                     time.Duration
+		d                    time.Duration
 		on, idle, intvl, cnt int
 	}{{300 * time.Second, 1, 300, 100, 3}, {0, 0, -1, -1, -1}} {
 		nc, err := net.Dial("tcp", ln.Addr().String())
