@@ -86,12 +86,14 @@ type NetStats struct {
 	// client-query-buffer-limit and client-output-buffer-limit, as Redis
 	// 7.4 counts them.
 	QueryLimit, OutputLimit int64
+	// Trimmed counts the bytes of buffer idle connections gave back.
+	Trimmed int64
 }
 
 // Stats returns the connection counters.
 func (s *Server) Stats() NetStats {
 	return NetStats{Received: s.total.Load(), Rejected: s.rejected.Load(),
-		QueryLimit: s.queryLimited.Load(), OutputLimit: s.outputLimited.Load()}
+		QueryLimit: s.queryLimited.Load(), OutputLimit: s.outputLimited.Load(), Trimmed: s.trimmed.Load()}
 }
 
 // ConnMem is what a connection holds in the server's memory, as CLIENT

@@ -469,9 +469,10 @@ func (l *loop) intake() bool {
 func (l *loop) trim(before int64) {
 	for _, c := range l.conns {
 		if c.lastIO.Load() < before && !c.ls.blocked && !c.ls.queued && len(c.W.b) == 0 && len(c.held) == 0 {
-			c.rd.release()
+			freed := c.rd.release() + cap(c.W.b)
 			c.W.b = nil
 			c.publish(0)
+			l.s.trimmed.Add(int64(freed))
 		}
 	}
 }

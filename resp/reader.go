@@ -481,12 +481,16 @@ func (r *Reader) maxQuery() int {
 func (r *Reader) mem() (used, size int) { return r.end - r.start, len(r.buf) }
 
 // release drops the buffers when no request is under way, so an idle
-// connection does not keep them; the next read allocates them again.
-func (r *Reader) release() {
-	if r.start == r.end && r.left == 0 && r.err == nil {
-		r.buf, r.start, r.end = nil, 0, 0
-		r.args, r.offs = nil, nil
+// connection does not keep them; the next read allocates them again. It
+// returns how many bytes of buffer it dropped.
+func (r *Reader) release() int {
+	if r.start != r.end || r.left != 0 || r.err != nil {
+		return 0
 	}
+	n := cap(r.buf)
+	r.buf, r.start, r.end = nil, 0, 0
+	r.args, r.offs = nil, nil
+	return n
 }
 
 // rdGrow enlarges a full buffer, which then holds only the current request

@@ -79,6 +79,7 @@ type Server struct {
 	rejected      atomic.Int64 // connections refused
 	queryLimited  atomic.Int64 // closed for client-query-buffer-limit
 	outputLimited atomic.Int64 // closed for client-output-buffer-limit
+	trimmed       atomic.Int64 // bytes of idle connections' buffers given back
 	// tick is the coarse clock (Unix ns, cronEvery's resolution) that
 	// connections stamp their reads and writes with for the timeout.
 	tick atomic.Int64
