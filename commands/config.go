@@ -79,6 +79,7 @@ func newSettings(s *Server) *settings {
 		slowlogSetting("slowlog-max-len", &s.slow.maxLen, minMaxLen),
 		fixed("aclfile", s.cfg.ACLFile),
 	}
+	list = append(list, clientSettings(s)...)
 	for k, v := range s.cfg.Settings {
 		if !slices.ContainsFunc(list, func(x setting) bool { return x.name == k }) {
 			list = append(list, fixed(k, v))

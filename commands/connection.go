@@ -318,7 +318,9 @@ func (c *Ctx) clientList() {
 }
 
 // clientLine appends one CLIENT LIST line, with the fields Redis 7 prints
-// (those about buffers and memory we do not track are 0).
+// (those about things we do not have are 0). The buffer figures are the
+// connection's as of its last round (resp.ConnMem): qbuf is request bytes
+// not yet run, omem replies not yet taken, oll deferred replies out.
 func clientLine(dst []byte, s *Server, in resp.ClientInfo) []byte {
 	now := s.clock.Now()
 	idle := int64(0)
@@ -329,9 +331,15 @@ func clientLine(dst []byte, s *Server, in resp.ClientInfo) []byte {
 	if in.Multi >= 0 {
 		flags = "x"
 	}
-	dst = fmt.Appendf(dst, "id=%d addr=%s laddr=%s fd=0 name=%s age=%d idle=%d flags=%s db=%d sub=0 psub=0 ssub=0 multi=%d qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd=%s user=%s redir=-1 resp=%d lib-name=%s lib-ver=%s\n",
+	events := "r"
+	if in.Mem.Output > 0 {
+		events = "rw"
+	}
+	m := in.Mem
+	dst = fmt.Appendf(dst, "id=%d addr=%s laddr=%s fd=0 name=%s age=%d idle=%d flags=%s db=%d sub=0 psub=0 ssub=0 multi=%d qbuf=%d qbuf-free=%d argv-mem=0 multi-mem=0 rbs=%d rbp=%d obl=0 oll=%d omem=%d tot-mem=%d events=%s cmd=%s user=%s redir=-1 resp=%d lib-name=%s lib-ver=%s\n",
 		in.ID, in.Addr, in.LAddr, in.Name, int64(time.Since(in.Created).Seconds()), idle, flags, in.DB,
-		in.Multi, in.LastCmd, in.User, in.Proto, in.LibName, in.LibVer)
+		in.Multi, m.QueryBuf, m.QueryBufFree, m.ReadBuf, m.ReadBuf, m.Held, m.Output, m.Total, events,
+		in.LastCmd, in.User, in.Proto, in.LibName, in.LibVer)
 	return dst
 }
 

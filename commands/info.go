@@ -58,9 +58,23 @@ func (s *Server) infoSection(b []byte, sec string) []byte {
 		line("executable", exe)
 		line("config_file", s.cfg.Settings["config-file"])
 	case "clients":
-		line("connected_clients", s.ConnectedClients())
+		// Redis' recent maxima are over the last few seconds; ours are
+		// over the connections now, as of their last round.
+		n, maxIn, maxOut := 0, int64(0), int64(0)
+		if net := s.net.Load(); net != nil {
+			net.ForEachConn(func(c *resp.Conn) {
+				m := c.Mem()
+				n, maxIn, maxOut = n+1, max(maxIn, m.QueryBuf+m.QueryBufFree), max(maxOut, m.Output)
+			})
+		}
+		line("connected_clients", n)
+		line("cluster_connections", 0)
+		line("maxclients", s.clientLimits().MaxClients)
+		line("client_recent_max_input_buffer", maxIn)
+		line("client_recent_max_output_buffer", maxOut)
 		line("blocked_clients", 0)
 		line("tracking_clients", 0)
+		line("clients_in_timeout_table", 0)
 	case "memory":
 		var m runtime.MemStats
 		runtime.ReadMemStats(&m)
@@ -110,16 +124,22 @@ func (s *Server) infoSection(b []byte, sec string) []byte {
 		line("aof_last_checkpoint_time", ps.LastCheckpoint)
 		line("aof_log_bytes", ps.LogBytes)
 	case "stats":
-		line("total_connections_received", s.ConnectionsReceived())
+		var ns resp.NetStats
+		if net := s.net.Load(); net != nil {
+			ns = net.Stats()
+		}
+		line("total_connections_received", ns.Received)
 		line("total_commands_processed", s.CommandsProcessed())
 		line("expired_keys", s.store.ExpiredKeys())
 		line("evicted_keys", s.store.EvictedKeys())
-		line("rejected_connections", 0)
+		line("rejected_connections", ns.Rejected)
 		var errs int64
 		for sp, st := range s.stats {
 			st.each(sp, func(_ string, c *cmdStats) { errs += c.errors.Load() })
 		}
 		line("total_error_replies", errs)
+		line("client_query_buffer_limit_disconnections", ns.QueryLimit)
+		line("client_output_buffer_limit_disconnections", ns.OutputLimit)
 	case "replication":
 		line("role", "master")
 		line("connected_slaves", 0)
@@ -160,7 +180,7 @@ func (s *Server) ConnectedClients() int {
 // start.
 func (s *Server) ConnectionsReceived() int64 {
 	if net := s.net.Load(); net != nil {
-		return net.ConnectionsReceived()
+		return net.Stats().Received
 	}
 	return 0
 }

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -37,6 +38,12 @@ type Config struct {
 	// ACLFile is the file of users ACL LOAD reads and ACL SAVE writes; New
 	// loads it. Empty: users live only in memory.
 	ACLFile string
+	// ProtectedMode is protected-mode yes: while there is no password,
+	// clients from non-loopback addresses are refused (Protected).
+	ProtectedMode bool
+	// Clients are the client limits at start (nil: DefaultClientLimits);
+	// SetNetwork hands them to the listener, and CONFIG SET changes them.
+	Clients *ClientLimits
 	// Settings are the values CONFIG GET reports for settings fixed at start
 	// (bind, port, dir...), keyed by lower-case name.
 	Settings map[string]string
@@ -95,6 +102,10 @@ type Server struct {
 	// clear for that); the default user has only its hash.
 	password atomic.Pointer[string]
 	acl      *acl
+	protected atomic.Bool // protected-mode
+
+	clientsMu sync.Mutex // guards clients
+	clients   ClientLimits
 }
 
 // New returns a server for cfg. It fails when the ACL file does not load.
@@ -139,6 +150,11 @@ func New(cfg Config) (*Server, error) {
 			return nil, fmt.Errorf("%w: %s", ErrACLFile, problem)
 		}
 	}
+	s.protected.Store(cfg.ProtectedMode)
+	s.clients = DefaultClientLimits()
+	if cfg.Clients != nil {
+		s.clients = *cfg.Clients
+	}
 	s.conf = newSettings(s)
 	return s, nil
 }
@@ -152,8 +168,13 @@ func (s *Server) requirePass() string { return *s.password.Load() }
 func (s *Server) RequireAuth() bool { return s.acl.authRequired() }
 
 // SetNetwork gives the server the listener it serves, for CLIENT LIST, CLIENT
-// KILL and INFO clients.
-func (s *Server) SetNetwork(n *resp.Server) { s.net.Store(n) }
+// KILL and INFO clients, and hands it the client limits.
+func (s *Server) SetNetwork(n *resp.Server) {
+	s.clientsMu.Lock()
+	defer s.clientsMu.Unlock()
+	n.SetClientLimits(s.clients.ClientLimits)
+	s.net.Store(n)
+}
 
 // connState is what the server keeps per connection.
 type connState struct {

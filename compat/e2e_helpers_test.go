@@ -116,6 +116,16 @@ func (c *e2eConn) Do(args ...string) (string, error) {
 	return string(reply), err
 }
 
+// e2eInfoField returns the value of name in an INFO reply, "" when absent.
+func e2eInfoField(info, name string) string {
+	for l := range strings.Lines(info) {
+		if v, ok := strings.CutPrefix(strings.TrimRight(l, "\r\n"), name+":"); ok {
+			return v
+		}
+	}
+	return ""
+}
+
 // e2eMustDo runs args on c and fails the test unless the reply is want.
 func e2eMustDo(t testing.TB, c *e2eConn, want string, args ...string) {
 	t.Helper()

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/throttleddb/throttled/server"
+	"github.com/throttleddb/throttled/server/servertest"
 )
 
 // FuzzServe writes random bytes to a real connection of an in-process node,
@@ -77,10 +78,13 @@ func (fn *fuzzNode) get(t *testing.T) *server.Node {
 		DebugClock: true,
 		Logger:     slog.New(slog.NewTextHandler(&fn.log, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	}
-	n, err := server.Start(cfg)
-	if err != nil && cfg.Port != 0 {
-		cfg.Port = 0 // someone else took it
+	var n *server.Node
+	err := errors.New("no port yet")
+	if cfg.Port != 0 {
 		n, err = server.Start(cfg)
+	}
+	if err != nil {
+		n, err = servertest.Open(cfg) // a free port: someone else took it, or there was none
 	}
 	if err != nil {
 		t.Fatalf("start server: %v", err)

@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/throttleddb/throttled/server"
+	"github.com/throttleddb/throttled/server/servertest"
 )
 
 // TestGoRedis drives a node through go-redis v9, the way Go services use it:
@@ -535,7 +536,7 @@ func e2eGoRedisKeyspace(t *testing.T, e *e2eGoRedisEnv) {
 // match hangs, its connection goroutine cannot be stopped, and the test
 // must fail instead of waiting for it.
 func e2eGoRedisGlob(t *testing.T, e *e2eGoRedisEnv) {
-	n, err := server.Start(server.Config{Bind: "127.0.0.1"})
+	n, err := servertest.Open(server.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/throttleddb/throttled/internal/testcert"
 	"github.com/throttleddb/throttled/server"
 )
 
@@ -19,20 +20,33 @@ import (
 // node with a password. It uses the first python3 that can import redis:
 // the one on PATH, else Debian's /usr/bin/python3 (python3-redis installs
 // there, and a pyenv or venv python3 on PATH does not see it). Skipped only
-// when there is none; .ci/run installs python3-redis.
+// when there is none; .ci/run installs python3-redis. It runs twice: over
+// plain TCP, and over TLS (ssl=True) with a client certificate.
 func TestRedisPy(t *testing.T) {
 	py := pyFind(t)
 	const pass = "s3cret"
-	n := e2eNode(t, server.Config{RequirePass: pass})
-	host, port, err := net.SplitHostPort(n.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	start := time.Now()
-	r := cliRun(t, nil, py, "clients/python/redispy_compat.py", host, port, pass)
-	t.Logf("%s (%v):\n%s%s", py, time.Since(start).Round(time.Millisecond), r.stdout, r.stderr)
-	if r.code != 0 {
-		t.Fatalf("redispy_compat.py exited with status %d; its output is above", r.code)
+	certs := testcert.Make(t)
+	for _, tc := range []struct {
+		name  string
+		extra []string
+	}{{"tcp", nil}, {"tls", []string{certs.CACert, certs.ClientCert, certs.ClientKey}}} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := e2eNode(t, server.Config{RequirePass: pass, TLSCertFile: certs.ServerCert, TLSKeyFile: certs.ServerKey, TLSCACertFile: certs.CACert})
+			addr := n.Addr()
+			if tc.extra != nil {
+				addr = n.TLSAddr()
+			}
+			host, port, err := net.SplitHostPort(addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			r := cliRun(t, nil, py, append([]string{"clients/python/redispy_compat.py", host, port, pass}, tc.extra...)...)
+			t.Logf("%s (%v):\n%s%s", py, time.Since(start).Round(time.Millisecond), r.stdout, r.stderr)
+			if r.code != 0 {
+				t.Fatalf("redispy_compat.py exited with status %d; its output is above", r.code)
+			}
+		})
 	}
 }
 

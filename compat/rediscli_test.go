@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/throttleddb/throttled/internal/proc"
+	"github.com/throttleddb/throttled/internal/testcert"
 	"github.com/throttleddb/throttled/server"
 )
 
@@ -555,4 +557,62 @@ func TestRedisBenchmark(t *testing.T) {
 	e2eMustDo(t, c, "*5\r\n:1\r\n:16\r\n:0\r\n:2\r\n:32\r\n", "CL.THROTTLE", "k:__rand_int__", "15", "30", "60")
 	e2eMustDo(t, c, "+OK\r\n", "SELECT", "3")
 	e2eMustDo(t, c, "$3\r\nVXK\r\n", "GET", "key:__rand_int__") // redis-benchmark's value
+}
+
+// TestRedisCLI_TLS: redis-cli --tls against throttled's tls-port prints
+// what it prints against redis-server's, both started with the same
+// throwaway certificates; a client without a certificate, or without TLS,
+// gets nowhere on either.
+func TestRedisCLI_TLS(t *testing.T) {
+	bin := cliLook(t, "redis-cli")
+	certs := testcert.Make(t)
+	files := server.Config{TLSCertFile: certs.ServerCert, TLSKeyFile: certs.ServerKey, TLSCACertFile: certs.CACert}
+	n := e2eNode(t, files)
+	tport, err := proc.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	startRedis(t, "", "--tls-port", strconv.Itoa(tport), "--tls-cert-file", files.TLSCertFile,
+		"--tls-key-file", files.TLSKeyFile, "--tls-ca-cert-file", files.TLSCACertFile)
+	_, port, err := net.SplitHostPort(n.TLSAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	withCert := cliArgs("--tls --cacert " + certs.CACert + " --cert " + certs.ClientCert + " --key " + certs.ClientKey)
+	anonymous := cliArgs("--tls --cacert " + certs.CACert)
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"ping", slices.Concat(withCert, []string{"ping"})},
+		{"set", slices.Concat(withCert, []string{"set", "k", "a b"})},
+		{"get", slices.Concat(withCert, []string{"get", "k"})},
+		{"error", slices.Concat(withCert, []string{"incr", "k"})},
+		{"config", slices.Concat(withCert, []string{"config", "get", "tls-auth-clients"})},
+		{"eval", slices.Concat(withCert, []string{"--no-raw", "eval", "return {1, 'two', redis.call('get', KEYS[1])}", "1", "k"})},
+		{"no client certificate", slices.Concat(anonymous, cliArgs("ping"))},
+		{"no TLS", cliArgs("ping")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := cliRun(t, nil, bin, append(cliArgs("-h 127.0.0.1 -p "+port), tc.args...)...)
+			want := cliRun(t, nil, bin, append(cliArgs("-h 127.0.0.1 -p "+strconv.Itoa(tport)), tc.args...)...)
+			if want.code != 0 {
+				// The server ends a failed handshake its own way (OpenSSL
+				// resets the connection, Go closes it after an alert):
+				// the exit status and the kind of message are the same.
+				if got.code != want.code || got.stdout != "" || !strings.HasPrefix(got.stderr, "Error: ") {
+					t.Errorf("throttled: status %d, %q %q; redis-server: status %d, %q %q", got.code, got.stdout, got.stderr, want.code, want.stdout, want.stderr)
+				}
+				return
+			}
+			if got != want {
+				t.Errorf("throttled: status %d, %q %q\nredis-server: status %d, %q %q", got.code, got.stdout, got.stderr, want.code, want.stdout, want.stderr)
+			}
+		})
+	}
+	// A command of our own, over TLS.
+	r := cliRun(t, nil, bin, slices.Concat(cliArgs("-h 127.0.0.1 -p "+port), withCert, cliArgs("cl.throttle user 15 30 60"))...)
+	if r.code != 0 || r.stdout != "0\n16\n15\n-1\n2\n" {
+		t.Errorf("CL.THROTTLE over TLS: status %d, %q %q", r.code, r.stdout, r.stderr)
+	}
 }

@@ -58,6 +58,7 @@ package compat
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -75,6 +76,7 @@ import (
 	"time"
 
 	"github.com/throttleddb/throttled/internal/proc"
+	"github.com/throttleddb/throttled/internal/testcert"
 	"github.com/throttleddb/throttled/replication/raft/rafttest"
 	"github.com/throttleddb/throttled/server"
 	"github.com/throttleddb/throttled/server/servertest"
@@ -105,6 +107,10 @@ func TestScripts(t *testing.T) {
 			}
 			if parseScript(t, path).raft {
 				targets = append(targets, "raft")
+			}
+			if slices.Contains(targets, "throttled") {
+				// Every command must answer over TLS as over TCP.
+				targets = append(targets, "tls")
 			}
 			for _, target := range targets {
 				t.Run(target, func(t *testing.T) { runScript(t, path, target) })
@@ -196,6 +202,11 @@ func runScript(t *testing.T, path, target string) {
 		// A follower of a 3-member Raft cluster: every command goes
 		// through the log and the leader, and must answer as one node.
 		r.addr = rafttest.New(t, 3, server.Config{RequirePass: s.pass}).Follower().Node.Addr()
+	case "tls":
+		certs := testcert.Make(t)
+		r.addr = servertest.Start(t, server.Config{DebugClock: true, RequirePass: s.pass, TLSCertFile: certs.ServerCert,
+			TLSKeyFile: certs.ServerKey, TLSCACertFile: certs.CACert}).TLSAddr()
+		r.tls = certs.Client()
 	default:
 		r.addr = servertest.Start(t, server.Config{DebugClock: true, RequirePass: s.pass}).Addr()
 	}
@@ -256,6 +267,7 @@ type runner struct {
 	t     *testing.T
 	s     *script
 	addr  string
+	tls   *tls.Config // nil: plain TCP
 	conns map[string]*conn
 	cur   string
 	clock *conn // DEBUG CLOCK goes here, outside any MULTI of the script
@@ -276,7 +288,14 @@ func (r *runner) close() {
 }
 
 func (r *runner) dial(b *block) *conn {
-	nc, err := net.DialTimeout("tcp", r.addr, replyTimeout)
+	d := &net.Dialer{Timeout: replyTimeout}
+	var nc net.Conn
+	var err error
+	if r.tls != nil {
+		nc, err = tls.DialWithDialer(d, "tcp", r.addr, r.tls)
+	} else {
+		nc, err = d.Dial("tcp", r.addr)
+	}
 	if err != nil {
 		r.fatal(b, "dial: %v", err)
 	}

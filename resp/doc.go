@@ -1,12 +1,24 @@
 // Package resp is the wire side of throttled: the listener, the event loops
 // that serve the connections, the request reader and the reply writer.
 //
-// On Linux a few event loops serve every connection, as redis-server's one
-// does: each round reads the sockets epoll reports, runs their complete
-// requests in order and then writes each connection's replies with one
-// write (loop_linux.go says why, and how a handler call that waits is kept
-// from stopping a loop). Elsewhere each connection has a goroutine of its
-// own, which writes a batch's replies before it would block on a read.
+// On Linux a few event loops serve every plain TCP connection, as
+// redis-server's one does: each round reads the sockets epoll reports, runs
+// their complete requests in order and then writes each connection's
+// replies with one write (loop_linux.go says why, and how a handler call
+// that waits is kept from stopping a loop). TLS connections (ServeTLS), and
+// every connection elsewhere, have a goroutine of their own, which writes a
+// batch's replies before it would block on a read: crypto/tls wants a
+// blocking net.Conn, and a TLS request pays for its encryption far more
+// than for the goroutine (Server says more).
+//
+// Redis' client limits (ClientLimits, limits.go) apply to both: maxclients
+// and protected mode at accept, the query buffer limit in the reader, the
+// hard output limit before each write (the Writer stops building replies
+// past it), and the timeout and the soft output limit in a cron that looks
+// at every connection ten times a second, as Redis' clientsCron does. Each
+// connection publishes what it holds (Conn.Mem: qbuf, omem, tot-mem) after
+// each round, and an event loop gives back the buffers of a connection idle
+// for 2 s.
 //
 // Deferred replies: a command whose reply waits (a Raft commit, the
 // leader's answer to a forwarded command, an fsync) must not stop its loop,

@@ -122,6 +122,7 @@ func (s socketSource) Read(p []byte) (int, error) {
 	case n == 0:
 		return 0, io.EOF
 	}
+	s.c.stamp()
 	return n, nil
 }
 
@@ -156,18 +157,23 @@ func newPoller(s *Server) (poller, error) {
 	return ls, nil
 }
 
-// add hands a new connection to the next loop. The loop serves a duplicate
-// of its descriptor; c.nc itself is closed, which takes it out of Go's
-// poller.
+// assign gives a new connection to the next loop, round robin.
+func (ls *loops) assign(c *Conn) {
+	l := ls.all[ls.next]
+	ls.next = (ls.next + 1) % len(ls.all)
+	c.ls.lp, c.wk = l, l
+}
+
+// add starts serving c on its loop. The loop serves a duplicate of its
+// descriptor; c.nc itself is closed, which takes it out of Go's poller.
 func (ls *loops) add(c *Conn) error {
 	fd, err := dupSocket(c.nc)
 	c.nc.Close()
 	if err != nil {
 		return err
 	}
-	l := ls.all[ls.next]
-	ls.next = (ls.next + 1) % len(ls.all)
-	c.ls.lp, c.ls.fd, c.wk = l, fd, l
+	l := c.ls.lp
+	c.ls.fd = fd
 	c.setReader(socketSource{c})
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -188,6 +194,15 @@ func (ls *loops) kill(c *Conn) {
 		c.ls.killed = true
 		l.kill = append(l.kill, c)
 		l.wakeLocked()
+	}
+}
+
+func (ls *loops) trim(before int64) {
+	for _, l := range ls.all {
+		l.mu.Lock()
+		l.trimBefore = before
+		l.wakeLocked()
+		l.mu.Unlock()
 	}
 }
 
@@ -281,8 +296,11 @@ type loop struct {
 	back     []*Conn    // connections given back by such goroutines
 	kill     []*Conn
 	resolved []*Conn // connections with deferred replies resolved
-	woken    bool    // a byte is in the pipe
-	closed   bool
+	// trimBefore, when not 0, asks for the buffers of the connections
+	// idle since before it (Unix ns) to be given back.
+	trimBefore int64
+	woken      bool // a byte is in the pipe
+	closed     bool
 }
 
 func newLoop(s *Server) (*loop, error) {
@@ -389,6 +407,8 @@ func (l *loop) intake() bool {
 	l.mu.Lock()
 	stuck, back, kill, incoming, resolved, closed := l.stuck, l.back, l.kill, l.incoming, l.resolved, l.closed
 	l.stuck, l.back, l.kill, l.incoming, l.resolved = nil, nil, nil, nil, l.spare
+	trimBefore := l.trimBefore
+	l.trimBefore = 0
 	for _, c := range resolved {
 		c.ls.resolved = false
 	}
@@ -430,6 +450,9 @@ func (l *loop) intake() bool {
 	}
 	clear(resolved)
 	l.spare = resolved[:0]
+	if trimBefore != 0 {
+		l.trim(trimBefore)
+	}
 	if !closed {
 		return true
 	}
@@ -438,6 +461,20 @@ func (l *loop) intake() bool {
 	}
 	l.release()
 	return false
+}
+
+// trim gives back the buffers of the connections idle since before that
+// have nothing buffered: 16 KiB or more each, which thousands of idle
+// connections would otherwise keep.
+func (l *loop) trim(before int64) {
+	for _, c := range l.conns {
+		if c.lastIO.Load() < before && !c.ls.blocked && !c.ls.queued && len(c.W.b) == 0 && len(c.held) == 0 {
+			freed := c.rd.release() + cap(c.W.b)
+			c.W.b = nil
+			c.publish(0)
+			l.s.trimmed.Add(int64(freed))
+		}
+	}
 }
 
 // wait returns the number of ready events in l.events; with block it parks
@@ -504,7 +541,9 @@ func (l *loop) serve(c *Conn, gen uint64) (lost bool) {
 	if c.ls.stalled && !l.watch(c) {
 		return false
 	}
-	l.queue(c)
+	if l.queue(c); !c.ls.queued {
+		c.publish(0) // write publishes the others
+	}
 	return false
 }
 
@@ -571,7 +610,7 @@ func (l *loop) giveBack(c *Conn) {
 
 // queue adds c to the connections whose replies the round writes.
 func (l *loop) queue(c *Conn) {
-	if !c.ls.queued && (c.W.Len() > 0 || c.closing || c.ls.more || len(c.held) > 0) {
+	if !c.ls.queued && (c.W.Len() > 0 || c.closing || c.ls.more || len(c.held) > 0 || c.W.over) {
 		c.ls.queued = true
 		l.pending = append(l.pending, c)
 	}
@@ -600,6 +639,10 @@ func (l *loop) write(c *Conn) {
 		c.ls.more = true
 	}
 	b := c.W.b
+	if c.overLimit(len(b) - c.ls.wpos) {
+		l.close(c)
+		return
+	}
 	// BeforeReply covers what joins W: a blocked write's bytes were
 	// covered when it began, but held replies may have joined them.
 	if (resolved || !c.ls.blocked) && len(b) > c.ls.wpos {
@@ -618,6 +661,7 @@ func (l *loop) write(c *Conn) {
 			continue
 		case err == syscall.EAGAIN:
 			c.ls.blocked = true
+			c.publish(len(b) - c.ls.wpos)
 			l.watch(c)
 			return
 		case err != nil:
@@ -625,9 +669,11 @@ func (l *loop) write(c *Conn) {
 			return
 		}
 		c.ls.wpos += n
+		c.stamp()
 	}
 	c.ls.wpos = 0
 	c.written()
+	c.publish(0)
 	c.ls.blocked = false
 	if !l.watch(c) {
 		return

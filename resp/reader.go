@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"math"
+	"sync/atomic"
 )
 
 // Limits bound what one request may hold. Zero fields mean the Redis defaults.
@@ -73,6 +74,10 @@ type Reader struct {
 	src  io.Reader
 	lim  Limits
 	auth bool
+	// live, when set, holds the server's client limits, whose MaxQueryLen
+	// wins over lim's: CONFIG SET client-query-buffer-limit applies to the
+	// connections already open.
+	live *atomic.Pointer[ClientLimits]
 
 	// buf[start:end] is read but not consumed. start is where the current
 	// (possibly partial) request begins; every offset below is relative to
@@ -434,7 +439,7 @@ func (r *Reader) rdFill(need int) error {
 		r.end = copy(r.buf, r.buf[r.start:r.end])
 		r.start = 0
 	}
-	if r.end >= r.lim.MaxQueryLen {
+	if r.end >= r.maxQuery() {
 		return ErrQueryTooBig
 	}
 	if r.end == len(r.buf) {
@@ -459,6 +464,33 @@ func (r *Reader) rdFill(need int) error {
 		}
 	}
 	return io.ErrNoProgress
+}
+
+// maxQuery returns the query buffer limit in force.
+func (r *Reader) maxQuery() int {
+	if r.live != nil {
+		if n := r.live.Load().MaxQueryLen; n > 0 {
+			return n
+		}
+	}
+	return r.lim.MaxQueryLen
+}
+
+// mem returns how many bytes are buffered and the buffer's size, for
+// CLIENT LIST's qbuf and rbs.
+func (r *Reader) mem() (used, size int) { return r.end - r.start, len(r.buf) }
+
+// release drops the buffers when no request is under way, so an idle
+// connection does not keep them; the next read allocates them again. It
+// returns how many bytes of buffer it dropped.
+func (r *Reader) release() int {
+	if r.start != r.end || r.left != 0 || r.err != nil {
+		return 0
+	}
+	n := cap(r.buf)
+	r.buf, r.start, r.end = nil, 0, 0
+	r.args, r.offs = nil, nil
+	return n
 }
 
 // rdGrow enlarges a full buffer, which then holds only the current request

@@ -1,12 +1,14 @@
 package resp
 
 import (
+	"crypto/tls"
 	"errors"
 	"io"
 	"log/slog"
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -39,11 +41,18 @@ type Syncer interface {
 // Config configures a Server. Zero fields mean the defaults.
 type Config struct {
 	Limits Limits
+	// Clients are the client limits the server starts with (nil:
+	// DefaultClientLimits); SetClientLimits changes them.
+	Clients *ClientLimits
 	// RequireAuth, when set and true, makes a new connection start
 	// unauthenticated. It is asked per connection, so a password set at run
 	// time (CONFIG SET requirepass) applies to the connections that follow.
 	RequireAuth func() bool
-	Logger      *slog.Logger
+	// Protected, when set and true, refuses a connection that does not come
+	// from a loopback address with Redis' DENIED reply: protected-mode on
+	// and no password for the default user. It is asked per connection.
+	Protected func() bool
+	Logger    *slog.Logger
 	// Loops is the number of event loops serving the connections where
 	// there are event loops (Linux); 0 means GOMAXPROCS.
 	Loops int
@@ -51,32 +60,60 @@ type Config struct {
 
 // Server accepts connections and serves them with a Handler. It is safe for
 // concurrent use.
+//
+// Plain TCP connections are served by the event loops; TLS connections
+// (ServeTLS) each by a goroutine of their own. crypto/tls reads and writes
+// through a blocking net.Conn, and a loop serves raw non-blocking sockets:
+// putting TLS on the loops would mean driving TLS records by hand over
+// buffers. A TLS connection already pays for its encryption per request,
+// which dwarfs the park and wake-up a goroutine costs over a loop, and the
+// plain path stays as it is.
 type Server struct {
-	cfg     Config
-	h       Handler
-	log     *slog.Logger
-	nextID  atomic.Int64
-	total   atomic.Int64 // connections accepted since start
-	rejects atomic.Int64 // protocol errors
+	cfg           Config
+	h             Handler
+	log           *slog.Logger
+	limits        atomic.Pointer[ClientLimits]
+	nextID        atomic.Int64
+	total         atomic.Int64 // connections served since start
+	rejects       atomic.Int64 // protocol errors
+	rejected      atomic.Int64 // connections refused
+	queryLimited  atomic.Int64 // closed for client-query-buffer-limit
+	outputLimited atomic.Int64 // closed for client-output-buffer-limit
+	trimmed       atomic.Int64 // bytes of idle connections' buffers given back
+	// tick is the coarse clock (Unix ns, cronEvery's resolution) that
+	// connections stamp their reads and writes with for the timeout.
+	tick atomic.Int64
 
-	mu     sync.Mutex // guards ln, conns, closed, pl
-	ln     net.Listener
+	mu     sync.Mutex // guards the fields below
+	lns    []net.Listener
 	conns  map[*Conn]struct{}
 	closed bool
+	// refusing are TLS connections being told why they are refused: that
+	// needs a handshake first, on a goroutine of its own.
+	refusing map[net.Conn]struct{}
 	// pl runs the event loops; nil when each connection has a goroutine.
 	pl poller
 	// perConn is for tests: it serves each connection on a goroutine of
 	// its own where event loops exist.
 	perConn bool
-	wg      sync.WaitGroup // a count per open connection and per loop goroutine
+	// stop ends cron; cronOnce starts it with the first Serve.
+	stop     chan struct{}
+	cronOnce sync.Once
+	wg       sync.WaitGroup // a count per open connection and per loop goroutine
 }
 
 // poller serves connections on event loops (loop_linux.go).
 type poller interface {
+	// assign picks the loop that will serve c, before c is known to
+	// other goroutines (Kill, cron).
+	assign(c *Conn)
 	// add starts serving c, whose net.Conn it takes over.
 	add(c *Conn) error
 	// kill closes c (CLIENT KILL) once its loop gets to it.
 	kill(c *Conn)
+	// trim gives back the empty buffers of the connections idle since
+	// before (Unix ns).
+	trim(before int64)
 	// close closes every connection and stops the loops.
 	close()
 }
@@ -86,23 +123,39 @@ func NewServer(cfg Config, h Handler) *Server {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Server{cfg: cfg, h: h, log: cfg.Logger, conns: make(map[*Conn]struct{})}
+	s := &Server{cfg: cfg, h: h, log: cfg.Logger, conns: make(map[*Conn]struct{}),
+		refusing: make(map[net.Conn]struct{}), stop: make(chan struct{})}
+	lim := DefaultClientLimits()
+	if cfg.Clients != nil {
+		lim = *cfg.Clients
+	}
+	s.SetClientLimits(lim)
+	s.tick.Store(time.Now().UnixNano())
+	return s
 }
 
 // ErrServerClosed is returned by Serve after Close.
 var ErrServerClosed = errors.New("resp: server closed")
 
-// Serve accepts connections on ln until Close. It always returns a non-nil
-// error; after Close it is ErrServerClosed.
-func (s *Server) Serve(ln net.Listener) error {
+// Serve accepts plain TCP connections on ln until Close. It always returns
+// a non-nil error; after Close it is ErrServerClosed. A server may serve
+// several listeners at once (port and tls-port).
+func (s *Server) Serve(ln net.Listener) error { return s.serve(ln, nil) }
+
+// ServeTLS accepts connections on ln and serves them over TLS with cfg,
+// each on a goroutine of its own (see Server), until Close. A nil cfg
+// serves plain TCP, as Serve.
+func (s *Server) ServeTLS(ln net.Listener, cfg *tls.Config) error { return s.serve(ln, cfg) }
+
+func (s *Server) serve(ln net.Listener, tlsCfg *tls.Config) error {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
 		ln.Close()
 		return ErrServerClosed
 	}
-	s.ln = ln
-	if s.pl == nil && !s.perConn {
+	s.lns = append(s.lns, ln)
+	if tlsCfg == nil && s.pl == nil && !s.perConn {
 		pl, err := newPoller(s)
 		if err != nil {
 			s.log.Warn("no event loops, serving each connection on a goroutine of its own", "err", err)
@@ -110,6 +163,8 @@ func (s *Server) Serve(ln net.Listener) error {
 		s.pl = pl
 	}
 	s.mu.Unlock()
+	s.cronOnce.Do(func() { go s.cron() })
+	var backoff time.Duration
 	for {
 		nc, err := ln.Accept()
 		if err != nil {
@@ -119,58 +174,138 @@ func (s *Server) Serve(ln net.Listener) error {
 			if closed {
 				return ErrServerClosed
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				continue
+			if !acceptRetry(err) {
+				return err
 			}
+			// Out of descriptors (more clients than the process may
+			// hold) or a connection gone before it was taken: wait a
+			// little, as net/http does, rather than spin or give up.
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			s.log.Warn("accept failed; retrying", "err", err, "in", backoff)
+			time.Sleep(backoff)
+			continue
+		}
+		backoff = 0
+		setKeepAlive(nc, s.limits.Load().KeepAlive)
+		if tlsCfg != nil {
+			nc = tls.Server(nc, tlsCfg)
+		}
+		if err := s.admit(nc); err != nil {
 			return err
 		}
-		c := s.newConn(nc)
-		if s.pl == nil {
-			c.wk = make(connWake, 1)
-		}
-		s.mu.Lock()
-		if s.closed {
-			s.mu.Unlock()
-			nc.Close()
-			return ErrServerClosed
-		}
-		s.conns[c] = struct{}{}
-		s.wg.Add(1)
-		s.mu.Unlock()
-		s.total.Add(1)
-		if s.pl == nil {
-			go s.serveConn(c, c.wk.(connWake))
-		} else if err := s.pl.add(c); err != nil {
-			s.log.Warn("cannot serve connection", "client", c.Addr, "err", err)
-			s.release(c)
-		}
 	}
+}
+
+// acceptRetry reports whether an Accept error passes: the listener is fine
+// and a later Accept may succeed.
+func acceptRetry(err error) bool {
+	var ne net.Error
+	return (errors.As(err, &ne) && ne.Timeout()) || errors.Is(err, syscall.EMFILE) ||
+		errors.Is(err, syscall.ENFILE) || errors.Is(err, syscall.ECONNABORTED) || errors.Is(err, syscall.ENOBUFS)
+}
+
+// admit serves a new connection, or refuses it as Redis does: from a
+// non-loopback address in protected mode, or over maxclients. It returns
+// ErrServerClosed once the server is closed.
+func (s *Server) admit(nc net.Conn) error {
+	// Redis counts the connections it refuses as rejected, not received.
+	if s.cfg.Protected != nil && !isLoopback(nc.RemoteAddr()) && s.cfg.Protected() {
+		s.rejected.Add(1)
+		s.refuse(nc, errProtected)
+		return nil
+	}
+	_, perConn := nc.(*tls.Conn)
+	perConn = perConn || s.pl == nil
+	c := s.newConn(nc)
+	if perConn {
+		c.wk = make(connWake, 1)
+	} else {
+		s.pl.assign(c)
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		nc.Close()
+		return ErrServerClosed
+	}
+	if len(s.conns) >= s.limits.Load().MaxClients {
+		s.mu.Unlock()
+		s.rejected.Add(1)
+		s.refuse(nc, errMaxClients)
+		return nil
+	}
+	s.conns[c] = struct{}{}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	s.total.Add(1)
+	if perConn {
+		go s.serveConn(c, c.wk.(connWake))
+	} else if err := s.pl.add(c); err != nil {
+		s.log.Warn("cannot serve connection", "client", c.Addr, "err", err)
+		s.release(c)
+	}
+	return nil
+}
+
+// refuse sends msg to a connection that will not be served, and closes it.
+// The write cannot block: nothing was sent on the socket yet. A TLS
+// connection needs its handshake first, on a goroutine of its own that
+// Close ends.
+func (s *Server) refuse(nc net.Conn, msg string) {
+	say := func() {
+		nc.SetDeadline(time.Now().Add(tlsHandshakeTimeout))
+		io.WriteString(nc, "-"+msg+"\r\n")
+		nc.Close()
+	}
+	if _, ok := nc.(*tls.Conn); !ok {
+		say()
+		return
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		nc.Close()
+		return
+	}
+	s.refusing[nc] = struct{}{}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	go func() {
+		defer s.wg.Done()
+		say()
+		s.mu.Lock()
+		delete(s.refusing, nc)
+		s.mu.Unlock()
+	}()
 }
 
 // Close stops accepting, closes every connection and waits until every
 // command has returned.
 func (s *Server) Close() error {
 	s.mu.Lock()
+	if !s.closed {
+		close(s.stop)
+	}
 	s.closed = true
 	var err error
-	if s.ln != nil {
-		err = s.ln.Close()
+	for _, ln := range s.lns {
+		err = errors.Join(err, ln.Close())
 	}
 	if s.pl != nil {
 		s.pl.close()
-	} else {
-		for c := range s.conns {
+	}
+	for c := range s.conns {
+		if c.perConn() {
 			c.abort()
 		}
+	}
+	for nc := range s.refusing {
+		nc.Close()
 	}
 	s.mu.Unlock()
 	s.wg.Wait()
 	return err
 }
-
-// ConnectionsReceived returns how many connections were accepted since start.
-func (s *Server) ConnectionsReceived() int64 { return s.total.Load() }
 
 // ForEachConn calls fn for every open connection. fn must only use the
 // methods of Conn documented as safe from other goroutines.
@@ -192,15 +327,20 @@ func (s *Server) Kill(id int64) bool {
 	found := false
 	s.ForEachConn(func(c *Conn) {
 		if c.ID == id {
-			if s.pl != nil {
-				s.pl.kill(c)
-			} else {
-				c.abort()
-			}
+			s.killConn(c)
 			found = true
 		}
 	})
 	return found
+}
+
+// killConn closes c from another goroutine than the one serving it.
+func (s *Server) killConn(c *Conn) {
+	if c.perConn() {
+		c.abort()
+	} else {
+		s.pl.kill(c)
+	}
 }
 
 func (s *Server) newConn(nc net.Conn) *Conn {
@@ -213,6 +353,8 @@ func (s *Server) newConn(nc net.Conn) *Conn {
 		srv:     s,
 	}
 	c.W.proto = 2
+	c.W.max = int(s.limits.Load().Output.Hard)
+	c.lastIO.Store(s.tick.Load())
 	c.info.Proto, c.info.Multi, c.info.User = 2, -1, "default"
 	c.unauthed = s.cfg.RequireAuth != nil && s.cfg.RequireAuth()
 	return c
@@ -221,6 +363,7 @@ func (s *Server) newConn(nc net.Conn) *Conn {
 // setReader gives c its request reader, reading from src.
 func (c *Conn) setReader(src io.Reader) {
 	c.rd = NewReader(src, c.srv.cfg.Limits)
+	c.rd.live = &c.srv.limits
 	c.rd.SetAuthenticated(!c.unauthed)
 }
 
@@ -228,11 +371,16 @@ func (c *Conn) setReader(src io.Reader) {
 // closed after the reply) and logs the other read errors worth a look.
 func (s *Server) readFailed(c *Conn, err error) {
 	var pe *ProtocolError
-	if errors.As(err, &pe) {
+	switch {
+	case errors.As(err, &pe):
 		s.rejects.Add(1)
 		c.W.Error("ERR " + pe.Error())
 		s.log.Debug("protocol error", "client", c.Addr, "err", pe.Msg)
-	} else if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+	case errors.Is(err, ErrQueryTooBig):
+		// Redis logs the client and the buffer's size; never its bytes.
+		s.queryLimited.Add(1)
+		s.log.Warn("closing client that reached max query buffer length", "client", c.Addr, "qbuf", c.rd.Buffered())
+	case !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed):
 		s.log.Debug("read failed", "client", c.Addr, "err", err)
 	}
 }
@@ -270,7 +418,12 @@ func (f flusher) Read(p []byte) (int, error) {
 	if err := f.c.drain(f.wake); err != nil {
 		return 0, err
 	}
-	return f.c.nc.Read(p)
+	f.c.publish(0) // what it holds while it waits: a partial request
+	n, err := f.c.nc.Read(p)
+	if n > 0 {
+		f.c.stamp()
+	}
+	return n, err
 }
 
 // maxPending bounds the reply bytes buffered for a long pipeline before they
@@ -293,6 +446,9 @@ func (s *Server) serveConn(c *Conn, wake connWake) {
 		s.h.Closed(c)
 		s.forget(c)
 	}()
+	if tc, ok := c.nc.(*tls.Conn); ok && !s.handshake(c, tc) {
+		return
+	}
 	c.setReader(flusher{c, wake})
 	for {
 		args, err := c.rd.Read()
@@ -310,6 +466,20 @@ func (s *Server) serveConn(c *Conn, wake connWake) {
 			}
 		}
 	}
+}
+
+// handshake runs the TLS handshake of c, within tlsHandshakeTimeout, and
+// reports whether it succeeded.
+func (s *Server) handshake(c *Conn, tc *tls.Conn) bool {
+	tc.SetDeadline(time.Now().Add(tlsHandshakeTimeout))
+	err := tc.Handshake()
+	tc.SetDeadline(time.Time{})
+	if err != nil {
+		s.log.Debug("TLS handshake failed", "client", c.Addr, "err", err)
+		return false
+	}
+	c.stamp()
+	return true
 }
 
 // drain writes c's replies, and while deferred ones are out waits for them
@@ -339,6 +509,13 @@ func (w connWake) notify(*Conn) {
 	case w <- struct{}{}:
 	default: // a wake-up is already waiting, and drain looks at everything
 	}
+}
+
+// perConn reports whether c is served on a goroutine of its own: its
+// notifier is its connWake, set before c is known to other goroutines.
+func (c *Conn) perConn() bool {
+	_, own := c.wk.(connWake)
+	return own
 }
 
 // abort closes a connection served on a goroutine of its own (CLIENT KILL,
@@ -382,6 +559,15 @@ type Conn struct {
 	wk      notifier
 	aborted atomic.Bool // abort was called (goroutine per connection)
 
+	// lastIO is the coarse clock (Server.tick) at c's last read or write,
+	// for the timeout.
+	lastIO atomic.Int64
+	// mem is what c holds, as its serving goroutine last published it.
+	mem connMem
+	// softSince is when the cron first saw c over the soft output limit,
+	// 0 when it is not (the cron's own).
+	softSince int64
+
 	// info holds what CLIENT LIST shows, readable from other goroutines.
 	info struct {
 		sync.Mutex
@@ -417,11 +603,20 @@ func (c *Conn) CloseAfterReply() { c.closing = true }
 // fails the replies are dropped and c is aborted, so that nothing waits for
 // its deferred replies any more.
 func (c *Conn) flush() error {
-	if len(c.W.b) == 0 {
+	if c.aborted.Load() {
+		return net.ErrClosed
+	}
+	if len(c.W.b) == 0 && !c.W.over {
 		return nil
 	}
 	var err error
-	if sy, ok := c.srv.h.(Syncer); ok {
+	if c.overLimit(len(c.W.b)) {
+		err = errOutputLimit
+	}
+	// Published before the write, which blocks while the client reads
+	// nothing: the cron then sees what waits and applies the soft limit.
+	c.publish(len(c.W.b))
+	if sy, ok := c.srv.h.(Syncer); ok && err == nil {
 		err = sy.BeforeReply(c)
 	}
 	if err == nil {
@@ -430,9 +625,14 @@ func (c *Conn) flush() error {
 	c.written()
 	if err != nil {
 		c.abort()
+		return err
 	}
-	return err
+	c.stamp()
+	return nil
 }
+
+// errOutputLimit closes a connection past its hard output limit.
+var errOutputLimit = errors.New("resp: client output buffer limit reached")
 
 // written empties W once the socket has taken it all.
 func (c *Conn) written() {
@@ -452,6 +652,7 @@ type ClientInfo struct {
 	LastActive            int64 // Unix ns of the last command
 	LastCmd               string
 	Multi                 int // queued commands, -1 outside MULTI
+	Mem                   ConnMem
 }
 
 // Info returns the connection's CLIENT LIST fields. Safe from any goroutine.
@@ -459,7 +660,7 @@ func (c *Conn) Info() ClientInfo {
 	c.info.Lock()
 	defer c.info.Unlock()
 	i := c.info.ClientInfo
-	i.ID, i.Addr, i.LAddr, i.Created = c.ID, c.Addr, c.LAddr, c.Created
+	i.ID, i.Addr, i.LAddr, i.Created, i.Mem = c.ID, c.Addr, c.LAddr, c.Created, c.Mem()
 	return i
 }
 

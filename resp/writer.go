@@ -13,6 +13,24 @@ import (
 type Writer struct {
 	b     []byte
 	proto int
+	// max, when above 0, bounds the buffer (the hard output limit): a
+	// payload that would take it past max is dropped and over is set, and
+	// the server closes the connection instead of sending what was built.
+	// So one request asking for gigabytes (MGET of many big values) stops
+	// costing memory at the limit, as Redis stops adding to the replies
+	// of a client it will close.
+	max  int
+	over bool
+}
+
+// room reports whether n more payload bytes fit under max, and records
+// when they do not.
+func (w *Writer) room(n int) bool {
+	if w.max > 0 && len(w.b)+n > w.max {
+		w.over = true
+		return false
+	}
+	return true
 }
 
 // Proto returns the protocol version in use (2 or 3).
@@ -45,10 +63,18 @@ func (w *Writer) Reset(proto int) { w.b, w.proto = w.b[:0], proto }
 func (w *Writer) Int(n int64) { w.b = redcon.AppendInt(w.b, n) }
 
 // Bulk writes a bulk string reply.
-func (w *Writer) Bulk(b []byte) { w.b = redcon.AppendBulk(w.b, b) }
+func (w *Writer) Bulk(b []byte) {
+	if w.room(len(b)) {
+		w.b = redcon.AppendBulk(w.b, b)
+	}
+}
 
 // BulkString writes a bulk string reply.
-func (w *Writer) BulkString(s string) { w.b = redcon.AppendBulkString(w.b, s) }
+func (w *Writer) BulkString(s string) {
+	if w.room(len(s)) {
+		w.b = redcon.AppendBulkString(w.b, s)
+	}
+}
 
 // BulkInt writes n as a bulk string in decimal, as GET does for integers.
 func (w *Writer) BulkInt(n int64) {
@@ -171,6 +197,9 @@ func (w *Writer) BigNumber(s string) {
 func (w *Writer) VerbatimString(format, text string) {
 	if w.proto != 3 {
 		w.BulkString(text)
+		return
+	}
+	if !w.room(len(text)) {
 		return
 	}
 	w.b = append(w.b, '=')

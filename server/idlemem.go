@@ -26,8 +26,9 @@ const (
 
 // releaseIdleMemory runs until ctx is done, looking every interval.
 // processed is the node's command counter: a tick with no new command is
-// idle. checkpoints counts persistence's checkpoints: an idle tick after one
-// ended releases too. A checkpoint's garbage is mostly allocated before a
+// idle. checkpoints counts persistence's checkpoints (and the server adds
+// the idle connections' buffers given back): an idle tick after one ended
+// releases too. A checkpoint's garbage is mostly allocated before a
 // release that runs while it is still working (the node is idle meanwhile),
 // and set free only after it, so the allocation count alone would not ask
 // for another: a million keys' checkpoint then stayed in RSS (80 MB).

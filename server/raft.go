@@ -59,6 +59,10 @@ func checkRaft(cfg *Config) error {
 	switch {
 	case cfg.Dir == "":
 		return errors.New("--replication raft needs a data folder: give --dir and leave --persistence on")
+	case cfg.Port == 0:
+		// Followers forward commands to the leader's RESP address over
+		// plain TCP; TLS between members is not there yet.
+		return errors.New("--replication raft needs the plain --port: members forward commands to the leader over it")
 	case cfg.MaxKeys != 0 || cfg.MaxMemory != 0:
 		// Eviction picks its victims by sampling each node's own hash
 		// layout: replicas would evict different keys and diverge.

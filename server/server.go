@@ -7,6 +7,7 @@ package server
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -14,7 +15,9 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/throttleddb/throttled/clock"
@@ -26,10 +29,31 @@ import (
 
 // Config configures a node. Zero fields mean the defaults.
 type Config struct {
-	// Bind is the address to listen on (default 127.0.0.1).
+	// Bind is the address to listen on (default 127.0.0.1), or several
+	// separated by spaces, as redis.conf's bind: "127.0.0.1 -::1". A
+	// leading '-' makes an address optional (skipped where the machine
+	// does not have it); "*" is every IPv4 address, "::*" every IPv6 one.
 	Bind string
-	// Port is the TCP port (default 6379; 0 picks a free one).
+	// Port is the plain TCP port; 0 turns plain TCP off, as Redis' port 0
+	// does (cmd/throttled's default is 6379; tests ask the OS for a free
+	// port, proc.FreePort).
 	Port int
+	// TLSPort is the TLS port (tls-port); 0, the default, serves no TLS.
+	// It can run beside Port. TLSCertFile and TLSKeyFile are the server's
+	// certificate and key (PEM), TLSCACertFile the CA that signs client
+	// certificates, and TLSAuthClients whether clients must show one:
+	// "yes" (the default, as Redis), "no" or "optional".
+	TLSPort                                int
+	TLSCertFile, TLSKeyFile, TLSCACertFile string
+	TLSAuthClients                         string
+	// NoProtectedMode is protected-mode no. By default (protected-mode
+	// yes), while the default user has no password, clients from
+	// non-loopback addresses are refused with Redis' DENIED reply.
+	NoProtectedMode bool
+	// Clients are the client limits: maxclients, timeout, tcp-keepalive,
+	// client-query-buffer-limit, client-output-buffer-limit (nil:
+	// commands.DefaultClientLimits).
+	Clients *commands.ClientLimits
 	// Databases is the number of databases (default 16).
 	Databases int
 	// RequirePass makes clients AUTH with this password: it is the default
@@ -84,7 +108,7 @@ type Node struct {
 	Persistence *persistence.DB
 	raft        *raftNode
 	net         *resp.Server
-	ln          net.Listener
+	lns, tlsLns []net.Listener // one per bind address; none when the port is 0
 	metrics     *metricsServer // nil without MetricsAddr
 	cancel      context.CancelFunc
 	done        chan struct{} // closed when Serve returns
@@ -92,13 +116,23 @@ type Node struct {
 	closeErr    error
 }
 
-// Start opens the listener and serves in the background.
+// Start opens the listeners and serves in the background.
 func Start(cfg Config) (*Node, error) {
 	if cfg.Bind == "" {
 		cfg.Bind = "127.0.0.1"
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Port == 0 && cfg.TLSPort == 0 {
+		return nil, errors.New("port and tls-port are both 0: configured to listen nowhere")
+	}
+	var tlsCfg *tls.Config
+	if cfg.TLSPort != 0 {
+		var err error
+		if tlsCfg, err = tlsConfig(&cfg); err != nil {
+			return nil, err
+		}
 	}
 	if cfg.Raft != nil {
 		if err := checkRaft(&cfg); err != nil {
@@ -121,35 +155,45 @@ func Start(cfg Config) (*Node, error) {
 			return nil, err
 		}
 	}
-	ln, err := net.Listen("tcp", net.JoinHostPort(cfg.Bind, strconv.Itoa(cfg.Port)))
-	if err != nil {
+	n := &Node{Store: st, Clock: clk, Persistence: pdb, done: make(chan struct{})}
+	fail := func(err error) (*Node, error) {
+		n.closeListeners()
 		closePersistence(pdb)
 		return nil, err
 	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	n := &Node{Store: st, Clock: clk, Persistence: pdb, ln: ln, done: make(chan struct{})}
+	if n.lns, err = listen(cfg.Bind, cfg.Port); err != nil {
+		return fail(err)
+	}
+	if n.tlsLns, err = listen(cfg.Bind, cfg.TLSPort); err != nil {
+		return fail(err)
+	}
 	if cfg.MetricsAddr != "" {
 		if n.metrics, err = listenMetrics(cfg.MetricsAddr); err != nil {
-			ln.Close()
-			closePersistence(pdb)
-			return nil, fmt.Errorf("--metrics-addr: %w", err)
+			return fail(fmt.Errorf("--metrics-addr: %w", err))
 		}
 	}
 	cmds, err := commands.New(commands.Config{
-		Store:       st,
-		Clock:       clk,
-		Manual:      manual,
-		RequirePass: cfg.RequirePass,
-		ACLFile:     cfg.ACLFile,
-		Port:        port,
-		Logger:      cfg.Logger,
-		Shutdown:    func() { n.Close() },
-		Persistence: pdb,
-		Slowlog:     cfg.Slowlog,
+		Store:         st,
+		Clock:         clk,
+		Manual:        manual,
+		RequirePass:   cfg.RequirePass,
+		ProtectedMode: !cfg.NoProtectedMode,
+		Clients:       cfg.Clients,
+		Port:          listenPort(n.lns),
+		Logger:        cfg.Logger,
+		Shutdown:      func() { n.Close() },
+		Persistence:   pdb,
+		ACLFile:       cfg.ACLFile,
+		Slowlog:       cfg.Slowlog,
 		Settings: map[string]string{
 			"dir":                cfg.Dir,
 			"bind":               cfg.Bind,
-			"port":               strconv.Itoa(port),
+			"port":               strconv.Itoa(listenPort(n.lns)),
+			"tls-port":           strconv.Itoa(listenPort(n.tlsLns)),
+			"tls-cert-file":      cfg.TLSCertFile,
+			"tls-key-file":       cfg.TLSKeyFile,
+			"tls-ca-cert-file":   cfg.TLSCACertFile,
+			"tls-auth-clients":   cmp.Or(cfg.TLSAuthClients, TLSAuthYes),
 			"proto-max-bulk-len": strconv.FormatInt(cmp.Or(cfg.MaxBulkLen, 512<<20), 10),
 			"debug-clock":        yesNo(cfg.DebugClock),
 			"threads":            strconv.Itoa(cmp.Or(cfg.Threads, runtime.GOMAXPROCS(0))),
@@ -159,14 +203,12 @@ func Start(cfg Config) (*Node, error) {
 		},
 	})
 	if err != nil {
-		n.closeListeners()
-		closePersistence(pdb)
-		return nil, err
+		return fail(err)
 	}
 	n.Commands = cmds
 	sweepNow := clk.Now
 	if cfg.Raft != nil {
-		if n.raft, err = startRaft(&cfg, cmds, ln.Addr().String(), clk); err != nil {
+		if n.raft, err = startRaft(&cfg, cmds, n.Addr(), clk); err != nil {
 			n.closeListeners()
 			return nil, err
 		}
@@ -177,6 +219,7 @@ func Start(cfg Config) (*Node, error) {
 	n.net = resp.NewServer(resp.Config{
 		Limits:      resp.Limits{MaxBulkLen: cfg.MaxBulkLen},
 		RequireAuth: cmds.RequireAuth,
+		Protected:   cmds.Protected,
 		Logger:      cfg.Logger,
 		Loops:       cfg.Threads,
 	}, cmds)
@@ -189,7 +232,11 @@ func Start(cfg Config) (*Node, error) {
 		if pdb != nil {
 			checkpoints = pdb.Checkpoints
 		}
-		go releaseIdleMemory(ctx, cmds.CommandsProcessed, checkpoints, debug.FreeOSMemory, idleCheck)
+		// The buffers idle connections give back are garbage the
+		// allocation count does not see: each idleAllocs of them counts
+		// as a checkpoint does, so that an idle node returns them too.
+		freed := func() int64 { return checkpoints() + n.net.Stats().Trimmed/idleAllocs }
+		go releaseIdleMemory(ctx, cmds.CommandsProcessed, freed, debug.FreeOSMemory, idleCheck)
 	}
 	// Metrics first: a client's SHUTDOWN may close the node as soon as
 	// the RESP listener serves.
@@ -197,26 +244,108 @@ func Start(cfg Config) (*Node, error) {
 		n.metrics.serve(n, cfg.Logger)
 		cfg.Logger.Info("serving metrics", "addr", n.metrics.addr(), "path", "/metrics")
 	}
-	go func() {
-		defer close(n.done)
-		if err := n.net.Serve(ln); err != nil && !errors.Is(err, resp.ErrServerClosed) {
-			cfg.Logger.Error("serve failed", "err", err)
+	var serving sync.WaitGroup
+	serve := func(lns []net.Listener, tc *tls.Config) {
+		for _, ln := range lns {
+			serving.Go(func() {
+				if err := n.net.ServeTLS(ln, tc); err != nil && !errors.Is(err, resp.ErrServerClosed) {
+					// The node stops: a listener that fails for
+					// good leaves clients that cannot reach it.
+					cfg.Logger.Error("serve failed", "addr", ln.Addr().String(), "err", err)
+					go n.net.Close()
+				}
+			})
 		}
+	}
+	serve(n.lns, nil)
+	serve(n.tlsLns, tlsCfg)
+	go func() {
+		serving.Wait()
+		close(n.done)
 	}()
-	cfg.Logger.Info("listening", "addr", ln.Addr().String(), "debug_clock", cfg.DebugClock)
+	cfg.Logger.Info("listening", "addr", n.Addr(), "tls_addr", n.TLSAddr(), "debug_clock", cfg.DebugClock)
 	return n, nil
+}
+
+// listen opens a TCP listener on port at each bind address, or none for
+// port 0. The listeners set no TCP keepalive: resp sets tcp-keepalive on
+// each connection it accepts.
+func listen(bind string, port int) ([]net.Listener, error) {
+	if port == 0 {
+		return nil, nil
+	}
+	var lns []net.Listener
+	for _, a := range strings.Fields(bind) {
+		optional := strings.HasPrefix(a, "-")
+		a = strings.TrimPrefix(a, "-")
+		switch a {
+		case "*":
+			a = "0.0.0.0"
+		case "::*":
+			a = "::"
+		}
+		// IPv6 listeners take IPv6 only, as Redis' do, so that "* ::*"
+		// can listen on both.
+		network := "tcp"
+		if ip := net.ParseIP(a); ip != nil && ip.To4() == nil {
+			network = "tcp6"
+		} else if ip != nil {
+			network = "tcp4"
+		}
+		lc := net.ListenConfig{KeepAlive: -1}
+		ln, err := lc.Listen(context.Background(), network, net.JoinHostPort(a, strconv.Itoa(port)))
+		if optional && (errors.Is(err, syscall.EADDRNOTAVAIL) || errors.Is(err, syscall.EAFNOSUPPORT)) {
+			continue
+		}
+		if err != nil {
+			closeAll(lns)
+			return nil, err
+		}
+		lns = append(lns, ln)
+	}
+	if len(lns) == 0 {
+		return nil, fmt.Errorf("bind %q: no address to listen on", bind)
+	}
+	return lns, nil
+}
+
+// listenPort is the port of lns, or 0 without a listener.
+func listenPort(lns []net.Listener) int {
+	if len(lns) == 0 {
+		return 0
+	}
+	return lns[0].Addr().(*net.TCPAddr).Port
+}
+
+func closeAll(lns []net.Listener) {
+	for _, ln := range lns {
+		ln.Close()
+	}
 }
 
 // closeListeners closes the listeners of a start that failed.
 func (n *Node) closeListeners() {
-	n.ln.Close()
+	closeAll(n.lns)
+	closeAll(n.tlsLns)
 	if n.metrics != nil {
 		n.metrics.close()
 	}
 }
 
-// Addr returns the address the node listens on.
-func (n *Node) Addr() string { return n.ln.Addr().String() }
+// Addr returns the plain TCP address the node listens on (the first bind
+// address's), "" with port 0.
+func (n *Node) Addr() string { return listenAddr(n.lns) }
+
+// TLSAddr returns the TLS address the node listens on (the first bind
+// address's), "" without tls-port.
+func (n *Node) TLSAddr() string { return listenAddr(n.tlsLns) }
+
+func listenAddr(lns []net.Listener) string {
+	if len(lns) == 0 {
+		return ""
+	}
+	return lns[0].Addr().String()
+}
 
 // MetricsAddr returns the address /metrics is served on, "" without
 // Config.MetricsAddr.

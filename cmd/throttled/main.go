@@ -12,6 +12,7 @@ package main
 
 import (
 	"bufio"
+	"errors"
 	"flag"
 	"fmt"
 	"hash/fnv"
@@ -51,6 +52,8 @@ type settings struct {
 	replication string
 	raft        server.RaftConfig
 	peers       string
+	protected   bool
+	clients     commands.ClientLimits
 }
 
 // newFlags defines the command line; the config file uses the same names.
@@ -59,8 +62,21 @@ func newFlags(stderr io.Writer) (*flag.FlagSet, *settings) {
 	cfg := &s.Config
 	fs := flag.NewFlagSet("throttled", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&cfg.Bind, "bind", "127.0.0.1", "address to listen on")
-	fs.IntVar(&cfg.Port, "port", server.DefaultPort, "TCP port to listen on (0 picks a free port)")
+	fs.StringVar(&cfg.Bind, "bind", "127.0.0.1", "address(es) to listen on, separated by spaces as redis.conf's bind; a leading - makes one optional")
+	fs.IntVar(&cfg.Port, "port", server.DefaultPort, "TCP port to listen on (0: no plain TCP, as Redis)")
+	fs.IntVar(&cfg.TLSPort, "tls-port", 0, "TLS port to listen on, beside --port (0: no TLS)")
+	fs.StringVar(&cfg.TLSCertFile, "tls-cert-file", "", "the server's TLS certificate (PEM)")
+	fs.StringVar(&cfg.TLSKeyFile, "tls-key-file", "", "the private key of --tls-cert-file (PEM)")
+	fs.StringVar(&cfg.TLSCACertFile, "tls-ca-cert-file", "", "the CA certificate(s) that sign client certificates (PEM)")
+	fs.StringVar(&cfg.TLSAuthClients, "tls-auth-clients", server.TLSAuthYes, "whether TLS clients must show a certificate the CA signed: yes, no or optional")
+	s.protected = true
+	fs.Var((*yesNoFlag)(&s.protected), "protected-mode", "yes: while there is no requirepass, refuse clients from non-loopback addresses; no: let them in")
+	s.clients = commands.DefaultClientLimits()
+	fs.IntVar(&s.clients.MaxClients, "maxclients", s.clients.MaxClients, "most clients connected at once; the one over gets an error and is closed")
+	fs.Var((*secondsFlag)(&s.clients.Timeout), "timeout", "close a client idle this many seconds (0: never)")
+	fs.Var((*secondsFlag)(&s.clients.KeepAlive), "tcp-keepalive", "seconds of silence before TCP keepalive probes to a client (0: none)")
+	fs.Var(memFlag[int]{&s.clients.MaxQueryLen}, "client-query-buffer-limit", "most bytes one unfinished request may hold, in Redis units (1mb at least); past it the client is closed")
+	fs.Var((*outputLimitFlag)(&s.clients), "client-output-buffer-limit", "\"normal <hard> <soft> <seconds>\": close a client whose replies not yet taken pass hard, or stay over soft for the seconds (sizes in Redis units, 0 turns a bound off)")
 	fs.BoolVar(&s.version, "version", false, "print the version, as redis-server --version does, and exit")
 	fs.BoolVar(&s.version, "v", false, "the same as --version")
 	fs.StringVar(&cfg.ConfigFile, "config", "", "read settings from this file (redis.conf style: one \"name value\" per line, names as the flags)")
@@ -70,7 +86,7 @@ func newFlags(stderr io.Writer) (*flag.FlagSet, *settings) {
 	fs.BoolVar(&cfg.DebugClock, "debug-clock", false, "freeze the clock at start; DEBUG CLOCK SET/ADVANCE move it (for tests)")
 	fs.Int64Var(&cfg.MaxBulkLen, "proto-max-bulk-len", 512<<20, "largest request argument in bytes")
 	fs.Int64Var(&cfg.MaxKeys, "maxkeys", 0, "most keys to hold; beyond it keys are evicted (0: no bound)")
-	fs.Var((*memFlag)(&cfg.MaxMemory), "maxmemory", "most memory keys may use, in Redis units (64mb, 1gb); beyond it keys are evicted (0: no bound)")
+	fs.Var(memFlag[int64]{&cfg.MaxMemory}, "maxmemory", "most memory keys may use, in Redis units (64mb, 1gb); beyond it keys are evicted (0: no bound)")
 	fs.StringVar(&cfg.Dir, "dir", "data", "data folder (created if missing); \"\" runs in memory only")
 	fs.StringVar(&s.persistence, "persistence", "on", "on: keep state in --dir; off: in memory only")
 	fs.StringVar(&cfg.AppendFsync, "appendfsync", "everysec", "when changes are synced to disk: always (before each reply), everysec or no")
@@ -90,6 +106,54 @@ func newFlags(stderr io.Writer) (*flag.FlagSet, *settings) {
 	return fs, &s
 }
 
+// yesNoFlag is a boolean setting in redis.conf's form: yes or no.
+type yesNoFlag bool
+
+func (f *yesNoFlag) String() string {
+	if *f {
+		return "yes"
+	}
+	return "no"
+}
+
+func (f *yesNoFlag) Set(v string) error {
+	switch strings.ToLower(v) {
+	case "yes":
+		*f = true
+	case "no":
+		*f = false
+	default:
+		return errors.New("want yes or no")
+	}
+	return nil
+}
+
+// secondsFlag is a duration given in whole seconds, as redis.conf gives
+// timeout and tcp-keepalive.
+type secondsFlag time.Duration
+
+func (f *secondsFlag) String() string {
+	return strconv.FormatInt(int64(time.Duration(*f)/time.Second), 10)
+}
+
+func (f *secondsFlag) Set(v string) error {
+	n, err := strconv.ParseInt(v, 10, 32)
+	if err != nil || n < 0 {
+		return errors.New("want whole seconds, 0 or more")
+	}
+	*f = secondsFlag(time.Duration(n) * time.Second)
+	return nil
+}
+
+// outputLimitFlag is client-output-buffer-limit: each value sets the
+// classes it names, so redis.conf's several lines (normal, replica,
+// pubsub) add up.
+type outputLimitFlag commands.ClientLimits
+
+func (f *outputLimitFlag) String() string { return (*commands.ClientLimits)(f).OutputLimits() }
+
+func (f *outputLimitFlag) Set(v string) error { return (*commands.ClientLimits)(f).SetOutputLimits(v) }
+
 // goMemoryLimit is the Go runtime's soft memory limit for --maxmemory m.
 // Eviction keeps the keys' accounted memory under m; without a limit the
 // garbage collector lets the heap grow to twice the live data before it
@@ -100,13 +164,18 @@ func newFlags(stderr io.Writer) (*flag.FlagSet, *settings) {
 func goMemoryLimit(m int64) int64 { return m + m/4 + 32<<20 }
 
 // memFlag is a size flag in Redis' units ("64mb", "1gb").
-type memFlag int64
+type memFlag[T int | int64] struct{ p *T }
 
-func (m *memFlag) String() string { return strconv.FormatInt(int64(*m), 10) }
+func (m memFlag[T]) String() string {
+	if m.p == nil {
+		return "0"
+	}
+	return strconv.FormatInt(int64(*m.p), 10)
+}
 
-func (m *memFlag) Set(v string) error {
+func (m memFlag[T]) Set(v string) error {
 	n, err := memsize.Parse(v)
-	*m = memFlag(n)
+	*m.p = T(n)
 	return err
 }
 
@@ -155,6 +224,14 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if err := s.slowlog.Validate(); err != nil {
 		return fmt.Errorf("--%w", err)
 	}
+	if s.clients.MaxClients < 1 {
+		return fmt.Errorf("--maxclients: must be 1 or more, got %d", s.clients.MaxClients)
+	}
+	if s.clients.MaxQueryLen < 1<<20 {
+		return fmt.Errorf("--client-query-buffer-limit: must be 1mb or more, got %d", s.clients.MaxQueryLen)
+	}
+	s.NoProtectedMode = !s.protected
+	s.Clients = &s.clients
 	if s.Threads > 0 {
 		// As many Ps as loops, with or without a data folder. One more,
 		// for persistence's background work, was tried: idle, it cost the

@@ -98,6 +98,61 @@ func TestRun_BadSettings(t *testing.T) {
 	}
 }
 
+// TestConfigFile_Clients: the TLS, protected-mode and client-limit lines
+// of a redis.conf load as Redis reads them: yes/no, sizes in Redis units,
+// seconds, several client-output-buffer-limit lines (one per class) and a
+// bind line of several addresses.
+func TestConfigFile_Clients(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "redis.conf")
+	conf := `bind 127.0.0.1 -::1
+tls-port 6380
+tls-cert-file /etc/throttled/tls/server.crt
+tls-key-file /etc/throttled/tls/server.key
+tls-ca-cert-file /etc/throttled/tls/ca.crt
+tls-auth-clients optional
+protected-mode no
+maxclients 50
+timeout 30
+tcp-keepalive 60
+client-query-buffer-limit 2mb
+client-output-buffer-limit normal 1mb 512kb 10
+client-output-buffer-limit replica 256mb 64mb 60
+client-output-buffer-limit pubsub 32mb 8mb 60
+`
+	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fs, s := newFlags(&bytes.Buffer{})
+	if err := applyConfigFile(fs, path, nil); err != nil {
+		t.Fatal(err)
+	}
+	c := s.clients
+	if s.Bind != "127.0.0.1 -::1" || s.TLSPort != 6380 || s.TLSCACertFile != "/etc/throttled/tls/ca.crt" || s.TLSAuthClients != "optional" || s.protected {
+		t.Errorf("got bind %q, tls-port %d, CA %q, auth %q, protected %v", s.Bind, s.TLSPort, s.TLSCACertFile, s.TLSAuthClients, s.protected)
+	}
+	if c.MaxClients != 50 || c.Timeout != 30*time.Second || c.KeepAlive != time.Minute || c.MaxQueryLen != 2<<20 {
+		t.Errorf("got maxclients %d, timeout %v, keepalive %v, query limit %d", c.MaxClients, c.Timeout, c.KeepAlive, c.MaxQueryLen)
+	}
+	if got, want := c.OutputLimits(), "normal 1048576 524288 10 slave 268435456 67108864 60 pubsub 33554432 8388608 60"; got != want {
+		t.Errorf("client-output-buffer-limit %q, want %q", got, want)
+	}
+	for _, bad := range []string{"protected-mode maybe\n", "timeout -1\n", "tcp-keepalive 1.5\n",
+		"client-output-buffer-limit normal 1 2\n", "client-output-buffer-limit master 1 2 3\n", "client-query-buffer-limit lots\n"} {
+		if err := os.WriteFile(path, []byte(bad), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		fs, _ := newFlags(&bytes.Buffer{})
+		if err := applyConfigFile(fs, path, nil); err == nil {
+			t.Errorf("config %q: no error", bad)
+		}
+	}
+	for _, args := range [][]string{{"--maxclients", "0"}, {"--client-query-buffer-limit", "1kb"}} {
+		if err := run(args, io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), args[0]) {
+			t.Errorf("run %q: %v, want an error about %s", args, err, args[0])
+		}
+	}
+}
+
 // TestRun_ServesAndStopsOnSignal builds the binary, runs it as a user would
 // (with two event loops and metrics) and stops it with SIGINT.
 func TestRun_ServesAndStopsOnSignal(t *testing.T) {
@@ -242,7 +297,11 @@ func TestRun_RaftRefusesSingleNodeFolder(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(member, "raft"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := run([]string{"--port", "0", "--dir", member}, io.Discard, io.Discard); err == nil {
+	port, err := proc.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := run([]string{"--port", strconv.Itoa(port), "--dir", member}, io.Discard, io.Discard); err == nil {
 		t.Fatal("a single node started on a Raft member's folder")
 	}
 	if entries, _ := os.ReadDir(member); len(entries) != 1 {

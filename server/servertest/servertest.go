@@ -1,27 +1,28 @@
-// Package servertest starts in-process throttled nodes for tests: on a free
-// loopback port, with the debug clock unless told otherwise, logging to the
+// Package servertest starts in-process throttled nodes for tests: on free
+// loopback ports, with the debug clock unless told otherwise, logging to the
 // test log, and closed when the test ends.
 package servertest
 
 import (
+	"errors"
 	"log/slog"
+	"syscall"
 	"testing"
 
+	"github.com/throttleddb/throttled/internal/proc"
 	"github.com/throttleddb/throttled/server"
 )
 
-// Start runs a node for the test. Port 0 is used whatever cfg says, so tests
-// never collide. Use cfg.DebugClock for exact timelines.
+// Start runs a node for the test and closes it when the test ends. It
+// listens on a free port whatever cfg.Port says, so tests never collide,
+// and on a free TLS port too when cfg names a certificate. Use
+// cfg.DebugClock for exact timelines.
 func Start(t testing.TB, cfg server.Config) *server.Node {
 	t.Helper()
-	cfg.Port = 0
-	if cfg.Bind == "" {
-		cfg.Bind = "127.0.0.1"
-	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
-	n, err := server.Start(cfg)
+	n, err := Open(cfg)
 	if err != nil {
 		t.Fatalf("start server: %v", err)
 	}
@@ -31,6 +32,31 @@ func Start(t testing.TB, cfg server.Config) *server.Node {
 		}
 	})
 	return n
+}
+
+// Open starts a node as Start does, for a caller that closes it itself.
+// Port 0 would turn plain TCP off, so the ports come from the OS
+// (proc.FreePort); when another process takes one before the node listens
+// on it, Open tries again with new ones.
+func Open(cfg server.Config) (*server.Node, error) {
+	if cfg.Bind == "" {
+		cfg.Bind = "127.0.0.1"
+	}
+	for try := 0; ; try++ {
+		var err error
+		if cfg.Port, err = proc.FreePort(); err != nil {
+			return nil, err
+		}
+		if cfg.TLSCertFile != "" {
+			if cfg.TLSPort, err = proc.FreePort(); err != nil {
+				return nil, err
+			}
+		}
+		n, err := server.Start(cfg)
+		if err == nil || !errors.Is(err, syscall.EADDRINUSE) || try == 10 {
+			return n, err
+		}
+	}
 }
 
 // testWriter sends log lines to t.Log, so they show only when a test fails.

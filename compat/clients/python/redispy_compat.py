@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
-"""redis-py against a throttled node: python3 redispy_compat.py HOST PORT PASSWORD
+"""redis-py against a throttled node: python3 redispy_compat.py HOST PORT PASSWORD [CA CERT KEY]
 
 Run by compat/python_test.go against a node started with --requirepass
 PASSWORD and the debug clock set to 1700000000 s (2023-11-14T22:13:20Z) on a
 fresh keyspace. Every check compares a reply with the exact value redis-py
 returns from Redis 7.0 for the same call (the clock makes TTLs and throttle
-replies exact). It prints one line per section (with the traceback of the
+replies exact). With CA, CERT and KEY (PEM files) every connection is TLS
+(ssl=True, rediss:// for the URL), trusting CA and showing CERT. It prints one line per section (with the traceback of the
 first failed check in a failing section) and exits non-zero if any failed.
 """
 
@@ -45,14 +46,19 @@ def raises(what, exc_type, fn, message=None, contains=None):
 
 
 class Checks:
-    def __init__(self, host, port, password):
+    def __init__(self, host, port, password, tls=None):
         self.host, self.port, self.password = host, port, password
+        self.tls = {}
+        if tls:
+            ca, cert, key = tls
+            self.tls = dict(ssl=True, ssl_ca_certs=ca, ssl_certfile=cert, ssl_keyfile=key)
         self.r = self.client(client_name="compat-py")
         self.clock = CLOCK_START_NS
 
     def client(self, **kw):
         opts = dict(host=self.host, port=self.port, password=self.password,
                     decode_responses=True, socket_timeout=10, socket_connect_timeout=10)
+        opts.update(self.tls)
         opts.update(kw)
         return redis.Redis(**opts)
 
@@ -83,8 +89,10 @@ class Checks:
         eq("ECHO", self.r.echo("héllo wörld"), "héllo wörld")
 
         # A URL with a password and a database: AUTH then SELECT 2.
-        u = redis.Redis.from_url(f"redis://:{self.password}@{self.host}:{self.port}/2",
-                                 decode_responses=True, socket_timeout=10)
+        scheme = "rediss" if self.tls else "redis"
+        certs = {k: v for k, v in self.tls.items() if k != "ssl"}
+        u = redis.Redis.from_url(f"{scheme}://:{self.password}@{self.host}:{self.port}/2",
+                                 decode_responses=True, socket_timeout=10, **certs)
         eq("SET in db 2", u.set("only-in-2", "x"), True)
         eq("DBSIZE of db 2", u.dbsize(), 1)
         eq("GET in db 0", self.r.get("only-in-2"), None)
@@ -415,11 +423,11 @@ class Checks:
 
 
 def main():
-    if len(sys.argv) != 4:
-        sys.exit("usage: redispy_compat.py HOST PORT PASSWORD")
+    if len(sys.argv) not in (4, 7):
+        sys.exit("usage: redispy_compat.py HOST PORT PASSWORD [CA CERT KEY]")
     host, port, password = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-    c = Checks(host, port, password)
-    print(f"redis-py {redis.__version__} on Python {sys.version.split()[0]}")
+    c = Checks(host, port, password, sys.argv[4:])
+    print(f"redis-py {redis.__version__} on Python {sys.version.split()[0]}{' over TLS' if c.tls else ''}")
     failed = []
     # Sections use their own keys, so one failing does not hide the others.
     for name in ["handshake", "strings", "counters", "expiry", "pipelines", "transactions",

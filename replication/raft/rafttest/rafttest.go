@@ -19,6 +19,7 @@ import (
 	"github.com/throttleddb/throttled/internal/testwait"
 	"github.com/throttleddb/throttled/replication/raft"
 	"github.com/throttleddb/throttled/server"
+	"github.com/throttleddb/throttled/server/servertest"
 )
 
 // Tuning makes in-memory clusters elect within a few hundred milliseconds,
@@ -92,13 +93,13 @@ func (c *Cluster) run(m *Member, peers map[string]string, join string) {
 	t := c.t
 	t.Helper()
 	cfg := c.base
-	cfg.Bind, cfg.Port, cfg.DebugClock, cfg.Dir = "127.0.0.1", 0, true, t.TempDir()
+	cfg.DebugClock, cfg.Dir = true, t.TempDir()
 	cfg.Logger = testlog.Slog(t, slog.LevelWarn).With("member", m.ID)
 	cfg.Raft = &server.RaftConfig{
 		NodeID: m.ID, ClusterAddr: string(m.Addr), Peers: peers, Join: join, ApplyTimeout: 2 * time.Second, Tuning: Tuning,
 		Parts: &raft.Parts{Logs: m.logs, Stable: m.logs, Snaps: m.snaps, Trans: m.trans},
 	}
-	node, err := server.Start(cfg)
+	node, err := servertest.Open(cfg)
 	if err != nil {
 		t.Fatalf("start %s: %v", m.ID, err)
 	}
