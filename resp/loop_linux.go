@@ -9,6 +9,7 @@ import (
 	"os"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
@@ -128,8 +129,10 @@ func (s socketSource) Read(p []byte) (int, error) {
 
 // loops is the set of event loops of a Server, and their watchdog.
 type loops struct {
-	all  []*loop
-	next int // round robin over all, for new connections (Serve's goroutine)
+	all []*loop
+	// next is the round robin over all for new connections, which the
+	// accept goroutines of several listeners (bind addresses) share.
+	next atomic.Uint32
 	stop chan struct{}
 }
 
@@ -159,8 +162,7 @@ func newPoller(s *Server) (poller, error) {
 
 // assign gives a new connection to the next loop, round robin.
 func (ls *loops) assign(c *Conn) {
-	l := ls.all[ls.next]
-	ls.next = (ls.next + 1) % len(ls.all)
+	l := ls.all[int((ls.next.Add(1)-1)%uint32(len(ls.all)))]
 	c.ls.lp, c.wk = l, l
 }
 
@@ -469,10 +471,11 @@ func (l *loop) intake() bool {
 func (l *loop) trim(before int64) {
 	for _, c := range l.conns {
 		if c.lastIO.Load() < before && !c.ls.blocked && !c.ls.queued && len(c.W.b) == 0 && len(c.held) == 0 {
-			freed := c.rd.release() + cap(c.W.b)
-			c.W.b = nil
-			c.publish(0)
-			l.s.trimmed.Add(int64(freed))
+			if freed := c.rd.release() + cap(c.W.b); freed > 0 {
+				c.W.b = nil
+				c.publish(0)
+				l.s.trimmed.Add(int64(freed))
+			}
 		}
 	}
 }
