@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/throttleddb/throttled/commands"
+	"github.com/throttleddb/throttled/internal/proc"
 	"github.com/throttleddb/throttled/server"
 )
 
@@ -149,14 +150,18 @@ func TestACL_FileErrors(t *testing.T) {
 	ctx := t.Context()
 	dir := t.TempDir()
 	file := filepath.Join(dir, "users.acl")
-	_, err := server.Start(server.Config{Bind: "127.0.0.1", ACLFile: file})
+	port, err := proc.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = server.Start(server.Config{Bind: "127.0.0.1", Port: port, ACLFile: file})
 	if !errors.Is(err, commands.ErrACLFile) || !strings.Contains(err.Error(), "Error loading ACLs, opening file '"+file+"': no such file or directory") {
 		t.Fatalf("start with a missing ACL file: %v", err)
 	}
 	if err := os.WriteFile(file, []byte("user a on +nosuch\nuser b on secret\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_, err = server.Start(server.Config{Bind: "127.0.0.1", ACLFile: file})
+	_, err = server.Start(server.Config{Bind: "127.0.0.1", Port: port, ACLFile: file})
 	want := file + ":1: Error in applying operation '+nosuch': Unknown command or category name in ACL. " +
 		file + ":2: Syntax error. WARNING: ACL errors detected, no change to the previously active ACL rules was performed"
 	if err == nil || !strings.HasSuffix(err.Error(), want) || strings.Contains(err.Error(), "secret") {

@@ -12,6 +12,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 
+	"github.com/throttleddb/throttled/internal/proc"
 	"github.com/throttleddb/throttled/internal/respconn"
 	"github.com/throttleddb/throttled/internal/testwait"
 	"github.com/throttleddb/throttled/replication/raft"
@@ -269,7 +270,11 @@ func TestMetrics_OffOrAddressInUse(t *testing.T) {
 		t.Errorf("metrics served at %q without MetricsAddr", addr)
 	}
 	n := servertest.Start(t, server.Config{MetricsAddr: "127.0.0.1:0"})
-	_, err := server.Start(server.Config{Port: 0, MetricsAddr: n.MetricsAddr()})
+	port, err := proc.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = server.Start(server.Config{Port: port, MetricsAddr: n.MetricsAddr()})
 	if err == nil || !strings.Contains(err.Error(), "--metrics-addr") {
 		t.Fatalf("second node on the same metrics address: got %v, want an --metrics-addr error", err)
 	}
