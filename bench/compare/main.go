@@ -181,7 +181,8 @@ func compare(ctx context.Context, cfg config, stdout, stderr io.Writer) (err err
 	throttledAddr := cfg.throttledAddr
 	if throttledAddr != "" {
 		logf("throttled slot: existing server at %s", throttledAddr)
-		if err := respconn.WaitPing(ctx, throttledAddr, cfg.startTimeout, nil); err != nil {
+		ping := func(ctx context.Context) error { return respconn.Ping(ctx, throttledAddr) }
+		if err := proc.WaitReady(ctx, throttledAddr, cfg.startTimeout, nil, ping); err != nil {
 			return err
 		}
 		info.goVersion = runtime.Version() + " (runner; throttled slot is an external server)"
