@@ -113,12 +113,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if c.redisArgs, err = splitArgs(c.redisFlags); err != nil {
 		return c, fmt.Errorf("-redis-args: %w", err)
 	}
-	for p := range strings.SplitSeq(pipelines, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(p))
-		if err != nil || n < 1 {
-			return c, fmt.Errorf("-P: bad pipeline depth %q", p)
-		}
-		c.pipelines = append(c.pipelines, n)
+	if c.pipelines, err = harness.ParsePipelines(pipelines); err != nil {
+		return c, err
 	}
 	if casesFlag != "" {
 		for name := range strings.SplitSeq(casesFlag, ",") {

@@ -119,7 +119,7 @@ func (r *runner) memory(ctx context.Context, w io.Writer) ([]*server, error) {
 	for _, q := range [][2]int{{0, 2}, {1, 2}, {1, 3}} {
 		a, b := res[q[0]], res[q[1]]
 		g := float64(a.full-a.idle) / float64(b.full-b.idle)
-		fmt.Fprintf(w, "| %s / %s | %s | %.2f | %.2f | ≤ 1.0 |\n", a.s.label, b.s.label, barCell(g, true, g <= 1),
+		fmt.Fprintf(w, "| %s / %s | %s | %.2f | %.2f | ≤ 1.0 |\n", a.s.label, b.s.label, harness.BarCell(g, true, g <= 1),
 			float64(a.full)/float64(b.full), float64(a.usedMemory)/float64(b.usedMemory))
 	}
 	return persisted, nil
@@ -321,7 +321,7 @@ func (r *runner) waitBackground(ctx context.Context, s *server) error {
 	}); err != nil {
 		return err
 	}
-	return r.waitIdle(ctx, []*server{s})
+	return harness.WaitIdle(ctx, []int{s.p.Pid()}, r.logf)
 }
 
 // waitInfo waits, for at most 5 minutes, until INFO section's fields

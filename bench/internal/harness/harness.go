@@ -1,7 +1,8 @@
 // Package harness holds what the benchmark programs (bench/compare,
-// bench/persist, bench/accuracy) share: building the throttled binary,
-// loading a Lua script, pinning processes to CPUs, describing the machine,
-// and the small statistics and number formats of their reports.
+// bench/persist, bench/accuracy, bench/raft) share: building the throttled
+// binary, loading a Lua script, pinning processes to CPUs, describing the
+// machine and its load, waiting for servers to go idle, and the small
+// statistics and number formats of their reports.
 package harness
 
 import (
@@ -10,6 +11,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -28,24 +30,31 @@ import (
 // BuildThrottled builds ./cmd/throttled of the module the current directory
 // is in into dir and returns the binary's path.
 func BuildThrottled(ctx context.Context, dir string, logf func(string, ...any)) (string, error) {
-	out, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
+	return Build(ctx, "cmd/throttled", filepath.Join(dir, "throttled"), logf)
+}
+
+// Build runs go build in pkgDir, a folder of the throttled repository given
+// relative to its root (the module the current directory is in), and
+// writes the binary to out. pkgDir may hold a module of its own, as
+// bench/raft/etcdload does: go build then uses that module's go.mod.
+func Build(ctx context.Context, pkgDir, out string, logf func(string, ...any)) (string, error) {
+	gomod, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
 	if err != nil {
 		return "", fmt.Errorf("go env GOMOD: %w", err)
 	}
-	gomod := strings.TrimSpace(string(out))
-	if gomod == "" || gomod == os.DevNull {
+	root := strings.TrimSpace(string(gomod))
+	if root == "" || root == os.DevNull {
 		return "", errors.New("not inside the throttled module: run from the repository")
 	}
-	root := filepath.Dir(gomod)
-	bin := filepath.Join(dir, "throttled")
-	logf("building ./cmd/throttled in %s", root)
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/throttled")
-	cmd.Dir = root
+	dir := filepath.Join(filepath.Dir(root), pkgDir)
+	logf("building %s", dir)
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, ".")
+	cmd.Dir = dir
 	cmd.SysProcAttr = procattr.Child()
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build ./cmd/throttled: %w\n%s", err, out)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build ./%s: %w\n%s", pkgDir, err, b)
 	}
-	return bin, nil
+	return out, nil
 }
 
 // LoadScript loads a Lua script into the server at addr (SCRIPT LOAD) and
@@ -118,6 +127,29 @@ func Machine() string {
 	return strings.Join(append(parts, osinfo), ", ")
 }
 
+// LoadAvg is the 1, 5 and 15 minute load averages from /proc/loadavg: other
+// work on a shared machine shows up here.
+func LoadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) >= 3 {
+		return strings.Join(f[:3], " ")
+	}
+	return "unknown"
+}
+
+// ParsePipelines reads a -P flag: comma-separated pipeline depths.
+func ParsePipelines(v string) ([]int, error) {
+	var out []int
+	for p := range strings.SplitSeq(v, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(p))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("-P: bad pipeline depth %q", p)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
 // Median of xs; 0 when empty.
 func Median(xs []float64) float64 {
 	if len(xs) == 0 {
@@ -166,6 +198,35 @@ func Thousands(n int64) string {
 		return "-" + b.String()
 	}
 	return b.String()
+}
+
+// RPSCell formats the median of xs (requests per second of each run) as
+// 1,234 and, with more than one run, ± half the min-max range in % of the
+// median; "-" when there are none.
+func RPSCell(xs []float64) string {
+	if len(xs) == 0 {
+		return "-"
+	}
+	m := Median(xs)
+	out := Thousands(int64(math.Round(m)))
+	if len(xs) > 1 {
+		out += fmt.Sprintf(" ±%.0f%%", 100*(slices.Max(xs)-slices.Min(xs))/2/m)
+	}
+	return out
+}
+
+// BarCell formats a ratio, marked ✓ or ✗ (in bold) when a bar applies to
+// it; "-" when it is not a number.
+func BarCell(v float64, applies, met bool) string {
+	switch {
+	case math.IsNaN(v) || math.IsInf(v, 0):
+		return "-"
+	case !applies:
+		return fmt.Sprintf("%.2f", v)
+	case met:
+		return fmt.Sprintf("%.2f ✓", v)
+	}
+	return fmt.Sprintf("**%.2f ✗**", v)
 }
 
 // Main runs a benchmark program and exits: it parses the command line with
@@ -224,4 +285,43 @@ func parseCPUTime(stat string) (time.Duration, error) {
 		return 0, err
 	}
 	return time.Duration(utime+stime) * 10 * time.Millisecond, nil
+}
+
+// WaitIdle waits until the processes pids together have used at most 20 ms
+// of CPU over the last second, so that one server's leftover work, such as
+// expiring the previous run's keys or a Pebble compaction, does not land in
+// another's measurement. It gives up after 30 s, saying so through logf, and
+// measures anyway.
+func WaitIdle(ctx context.Context, pids []int, logf func(string, ...any)) error {
+	const window, busy, deadline = time.Second, 20 * time.Millisecond, 30 * time.Second
+	cpu := func() (time.Duration, error) {
+		var sum time.Duration
+		for _, pid := range pids {
+			d, err := CPUTime(pid)
+			if err != nil {
+				return 0, err
+			}
+			sum += d
+		}
+		return sum, nil
+	}
+	began := time.Now()
+	last, err := cpu()
+	for err == nil {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(window):
+		}
+		var now time.Duration
+		if now, err = cpu(); err == nil && now-last <= busy {
+			return nil
+		}
+		if time.Since(began) > deadline {
+			logf("servers still busy after %v (%v of CPU in the last %v); measuring anyway", deadline, now-last, window)
+			return nil
+		}
+		last = now
+	}
+	return err
 }
