@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"github.com/throttleddb/throttled/bench/internal/harness"
@@ -82,7 +81,7 @@ func (r *runner) memory(ctx context.Context, w io.Writer) ([]*server, error) {
 		if m.full, m.settled, err = settledRSS(ctx, s.p.Pid()); err != nil {
 			return nil, err
 		}
-		info, err := infoFields(ctx, s.addr, "memory")
+		info, err := respconn.Info(ctx, s.addr, "memory")
 		if err != nil {
 			return nil, err
 		}
@@ -281,28 +280,6 @@ func parseRSS(status string) (int64, error) {
 	return 0, fmt.Errorf("no VmRSS line in /proc/<pid>/status")
 }
 
-// infoFields returns the name:value lines of INFO section.
-func infoFields(ctx context.Context, addr, section string) (map[string]string, error) {
-	c, err := respconn.Dial(ctx, addr, 10*time.Second)
-	if err != nil {
-		return nil, err
-	}
-	defer c.Close()
-	v, err := c.Do("INFO", section)
-	if err != nil {
-		return nil, err
-	}
-	text, _ := v.(string)
-	out := map[string]string{}
-	sc := bufio.NewScanner(strings.NewReader(text))
-	for sc.Scan() {
-		if k, v, ok := strings.Cut(strings.TrimSpace(sc.Text()), ":"); ok {
-			out[k] = v
-		}
-	}
-	return out, nil
-}
-
 // waitBackground waits until a server with a data folder is done with the
 // work the fill left it, so that its RSS is that of idle keys: redis-server
 // with no AOF rewrite, throttled with the fill checkpointed (no log left),
@@ -329,7 +306,7 @@ func (r *runner) waitBackground(ctx context.Context, s *server) error {
 func waitInfo(ctx context.Context, addr, section, what string, done func(info map[string]string) bool) error {
 	deadline := time.Now().Add(5 * time.Minute)
 	for {
-		info, err := infoFields(ctx, addr, section)
+		info, err := respconn.Info(ctx, addr, section)
 		if err != nil {
 			return err
 		}

@@ -148,6 +148,27 @@ func Ints(v any) ([]int64, error) {
 	return out, nil
 }
 
+// Info dials addr once and returns the name:value lines of INFO section.
+func Info(ctx context.Context, addr, section string) (map[string]string, error) {
+	c, err := Dial(ctx, addr, 10*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	v, err := c.Do("INFO", section)
+	if err != nil {
+		return nil, err
+	}
+	text, _ := v.(string)
+	out := map[string]string{}
+	for line := range strings.Lines(text) {
+		if k, v, ok := strings.Cut(strings.TrimSpace(line), ":"); ok {
+			out[k] = v
+		}
+	}
+	return out, nil
+}
+
 // Ping dials addr once and wants PONG (or NOAUTH: a server that wants AUTH
 // first is up all the same) to a PING.
 func Ping(ctx context.Context, addr string) error {
