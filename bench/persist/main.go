@@ -53,7 +53,7 @@ type config struct {
 }
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
-	c := config{skip: map[string]bool{}, argv: args}
+	c := config{argv: args}
 	fs := flag.NewFlagSet("persist", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var pipelines, skip string
@@ -74,14 +74,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if c.pipelines, err = harness.ParsePipelines(pipelines); err != nil {
 		return c, err
 	}
-	for p := range strings.SplitSeq(skip, ",") {
-		if p = strings.TrimSpace(p); p == "" {
-			continue
-		}
-		if !slices.Contains(parts, p) {
-			return c, fmt.Errorf("-skip: unknown part %q (have %s)", p, strings.Join(parts, ", "))
-		}
-		c.skip[p] = true
+	if c.skip, err = harness.ParseSkip(skip, parts); err != nil {
+		return c, err
 	}
 	switch {
 	case c.requests < 1 || c.runs < 1 || c.keys < 1 || c.seconds <= 0:

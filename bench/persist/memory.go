@@ -298,7 +298,7 @@ func (r *runner) waitBackground(ctx context.Context, s *server) error {
 	}); err != nil {
 		return err
 	}
-	return harness.WaitIdle(ctx, []int{s.p.Pid()}, r.logf)
+	return harness.WaitIdle(ctx, []int{s.p.Pid()}, 0, r.logf)
 }
 
 // waitInfo waits, for at most 5 minutes, until INFO section's fields

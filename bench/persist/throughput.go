@@ -79,7 +79,7 @@ func (r *runner) throughput(ctx context.Context, w io.Writer) error {
 		// run every 10 s under load, are part of what is measured.
 		requests := make([]int, len(servers))
 		for i, s := range servers {
-			if err := harness.WaitIdle(ctx, pids, r.logf); err != nil {
+			if err := harness.WaitIdle(ctx, pids, 0, r.logf); err != nil {
 				return err
 			}
 			res, err := r.bench(ctx, s, pl, r.cfg.requests)
@@ -99,7 +99,7 @@ func (r *runner) throughput(ctx context.Context, w io.Writer) error {
 				if err := alive(servers...); err != nil {
 					return err
 				}
-				if err := harness.WaitIdle(ctx, pids, r.logf); err != nil {
+				if err := harness.WaitIdle(ctx, pids, 0, r.logf); err != nil {
 					return err
 				}
 				before := checkpointsOf(ctx, s)

@@ -150,6 +150,21 @@ func ParsePipelines(v string) ([]int, error) {
 	return out, nil
 }
 
+// ParseSkip reads a -skip flag: comma-separated names out of parts.
+func ParseSkip(v string, parts []string) (map[string]bool, error) {
+	skip := map[string]bool{}
+	for p := range strings.SplitSeq(v, ",") {
+		if p = strings.TrimSpace(p); p == "" {
+			continue
+		}
+		if !slices.Contains(parts, p) {
+			return nil, fmt.Errorf("-skip: unknown part %q (have %s)", p, strings.Join(parts, ", "))
+		}
+		skip[p] = true
+	}
+	return skip, nil
+}
+
 // Median of xs; 0 when empty.
 func Median(xs []float64) float64 {
 	if len(xs) == 0 {
@@ -287,13 +302,45 @@ func parseCPUTime(stat string) (time.Duration, error) {
 	return time.Duration(utime+stime) * 10 * time.Millisecond, nil
 }
 
-// WaitIdle waits until the processes pids together have used at most 20 ms
-// of CPU over the last second, so that one server's leftover work, such as
-// expiring the previous run's keys or a Pebble compaction, does not land in
-// another's measurement. It gives up after 30 s, saying so through logf, and
-// measures anyway.
-func WaitIdle(ctx context.Context, pids []int, logf func(string, ...any)) error {
-	const window, busy, deadline = time.Second, 20 * time.Millisecond, 30 * time.Second
+// WaitIdle waits until the processes pids together have used at most rest
+// + 20 ms of CPU over the last second, so that one server's leftover work,
+// such as expiring the previous run's keys or a Pebble compaction, does not
+// land in another's measurement. rest is what they use per second when
+// nothing is asked of them (see RestCPU; 0 for a single server, whose own
+// timers cost less than that margin). It gives up after 30 s, saying so
+// through logf, and measures anyway.
+func WaitIdle(ctx context.Context, pids []int, rest time.Duration, logf func(string, ...any)) error {
+	const margin, deadline = 20 * time.Millisecond, 30 * time.Second
+	began := time.Now()
+	for {
+		used, err := cpuOver(ctx, pids, time.Second)
+		if err != nil || used <= rest+margin {
+			return err
+		}
+		if time.Since(began) > deadline {
+			logf("servers still busy after %v (%v of CPU in the last second, %v at rest); measuring anyway", deadline, used, rest)
+			return nil
+		}
+	}
+}
+
+// RestCPU is the CPU the processes pids use per second when nothing is
+// asked of them: the least they used in one of three seconds. Members of a
+// cluster are never quite idle: they exchange heartbeats and probes.
+func RestCPU(ctx context.Context, pids []int) (time.Duration, error) {
+	least := time.Duration(math.MaxInt64)
+	for range 3 {
+		used, err := cpuOver(ctx, pids, time.Second)
+		if err != nil {
+			return 0, err
+		}
+		least = min(least, used)
+	}
+	return least, nil
+}
+
+// cpuOver is the CPU the processes pids use together over the next window.
+func cpuOver(ctx context.Context, pids []int, window time.Duration) (time.Duration, error) {
 	cpu := func() (time.Duration, error) {
 		var sum time.Duration
 		for _, pid := range pids {
@@ -305,23 +352,15 @@ func WaitIdle(ctx context.Context, pids []int, logf func(string, ...any)) error 
 		}
 		return sum, nil
 	}
-	began := time.Now()
-	last, err := cpu()
-	for err == nil {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(window):
-		}
-		var now time.Duration
-		if now, err = cpu(); err == nil && now-last <= busy {
-			return nil
-		}
-		if time.Since(began) > deadline {
-			logf("servers still busy after %v (%v of CPU in the last %v); measuring anyway", deadline, now-last, window)
-			return nil
-		}
-		last = now
+	before, err := cpu()
+	if err != nil {
+		return 0, err
 	}
-	return err
+	select {
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	case <-time.After(window):
+	}
+	after, err := cpu()
+	return after - before, err
 }

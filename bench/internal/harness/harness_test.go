@@ -78,3 +78,14 @@ func TestCells(t *testing.T) {
 		}
 	}
 }
+
+func TestParseSkip(t *testing.T) {
+	parts := []string{"throughput", "memory"}
+	got, err := ParseSkip(" memory, ", parts)
+	if err != nil || len(got) != 1 || !got["memory"] {
+		t.Errorf("ParseSkip = %v, %v", got, err)
+	}
+	if _, err := ParseSkip("disk", parts); err == nil {
+		t.Error("ParseSkip(disk): want an error")
+	}
+}
