@@ -141,6 +141,24 @@ func leaderID(ctx context.Context, addr string) (string, error) {
 	return "", fmt.Errorf("RAFT LEADER answered %v", v)
 }
 
+// term is the highest Raft term a member reports (INFO replication): each
+// election adds one.
+func (c *cluster) term(ctx context.Context) (uint64, error) {
+	var top uint64
+	for _, n := range c.nodes {
+		info, err := respconn.Info(ctx, n.addr, "replication")
+		if err != nil {
+			return 0, err
+		}
+		t, err := strconv.ParseUint(info["raft_term"], 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("%s: raft_term %q: %w", n.id, info["raft_term"], err)
+		}
+		top = max(top, t)
+	}
+	return top, nil
+}
+
 // caughtUp waits (up to a minute) until member n follows and has applied
 // every entry the leader lead had committed when the wait began.
 func caughtUp(ctx context.Context, lead, n *node) error {

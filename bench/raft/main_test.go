@@ -98,7 +98,7 @@ func TestLastLines(t *testing.T) {
 
 func TestWriteThroughput(t *testing.T) {
 	res := &results{pipelines: []int{1, 16}, runs: 2, seconds: 5, clients: []int{17, 17, 16}, rest: 90 * time.Millisecond,
-		refusals: []string{"TRYAGAIN"},
+		refusals: []string{"TRYAGAIN"}, terms: [2]uint64{2, 4},
 		samples: map[mkey][]sample{
 			{1, singleSetup}:  {{rps: 40000, p50: 0.5, p99: 2}, {rps: 50000, p50: 0.7, p99: 3}},
 			{1, leaderSetup}:  {{rps: 8000, p50: 5, p99: 20}, {rps: 12000, p50: 6, p99: 30}},
@@ -121,6 +121,7 @@ func TestWriteThroughput(t *testing.T) {
 		"| cluster, clients on the leader / etcd puts | 2.20 ✓ | - | 2.00 2.40 | - | ≥ 2 at P=1 |",
 		"1 run(s) stopped at a refused command and were run again (TRYAGAIN)",
 		"90ms per second",
+		"term went from 2 to 4 during these runs: 2 election(s)",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("report lacks %q:\n%s", want, out)
@@ -131,6 +132,25 @@ func TestWriteThroughput(t *testing.T) {
 	writeThroughput(&b, setupText{single: "S", member: "M"}, res)
 	if out := b.String(); strings.Contains(out, "etcd") {
 		t.Errorf("etcd not run, yet the report names it:\n%s", out)
+	}
+}
+
+func TestRatioCell(t *testing.T) {
+	q := ratio{bar: 0.15, barAt: 16}
+	for _, tc := range []struct {
+		v    float64
+		pl   int
+		want string
+	}{
+		{0.1496, 16, "**0.1496 ✗**"},
+		{0.149, 16, "**0.149 ✗**"},
+		{0.1449, 16, "**0.14 ✗**"},
+		{0.15, 16, "0.15 ✓"},
+		{0.1496, 1, "0.15"},
+	} {
+		if got := ratioCell(tc.v, q, tc.pl); got != tc.want {
+			t.Errorf("ratioCell(%v, P=%d) = %q, want %q", tc.v, tc.pl, got, tc.want)
+		}
 	}
 }
 

@@ -91,6 +91,10 @@ func writeThroughput(w io.Writer, t setupText, res *results) {
 		}
 		fmt.Fprintln(w)
 	}
+	if res.terms[1] > res.terms[0] {
+		fmt.Fprintf(w, "\nThe cluster's Raft term went from %d to %d during these runs: %d election(s).\n",
+			res.terms[0], res.terms[1], res.terms[1]-res.terms[0])
+	}
 	if n := len(res.refusals); n > 0 {
 		fmt.Fprintf(w, "\n%d run(s) stopped at a refused command and were run again (%s): TRYAGAIN is a command the cluster "+
 			"did not confirm within `--raft-apply-timeout` (2 s), CLUSTERDOWN one that found no leader.\n", n, strings.Join(res.refusals, ", "))
@@ -117,8 +121,7 @@ func writeThroughput(w io.Writer, t setupText, res *results) {
 			num, den := field(res.samples[mkey{pl, q.num}], rpsOf), field(res.samples[mkey{pl, q.den}], rpsOf)
 			cell := "-"
 			if len(num) > 0 && len(den) > 0 {
-				v := harness.PairedRatio(num, den)
-				cell = harness.BarCell(v, q.bar > 0 && q.barAt == pl, v >= q.bar)
+				cell = ratioCell(harness.PairedRatio(num, den), q, pl)
 			}
 			fmt.Fprintf(w, " %s |", cell)
 		}
@@ -132,6 +135,21 @@ func writeThroughput(w io.Writer, t setupText, res *results) {
 			fmt.Fprintf(w, " - |\n")
 		}
 	}
+}
+
+// ratioCell formats ratio q's value v at depth pl, marked when its bar
+// applies there. A miss that two decimals would show as the bar itself
+// (0.149 as 0.15) gets the decimals that tell them apart, up to five.
+func ratioCell(v float64, q ratio, pl int) string {
+	applies := q.bar > 0 && q.barAt == pl
+	if applies && v < q.bar {
+		for d := 2; d <= 5; d++ {
+			if shown := fmt.Sprintf("%.*f", d, v); shown != fmt.Sprintf("%.*f", d, q.bar) {
+				return "**" + shown + " ✗**"
+			}
+		}
+	}
+	return harness.BarCell(v, applies, v >= q.bar)
 }
 
 // writeFailovers prints each leader kill and the median.

@@ -63,6 +63,8 @@ type results struct {
 	// refusals are the runs repeated because the cluster refused a
 	// command (see retry).
 	refusals []string
+	// terms are the cluster's Raft term before and after the part.
+	terms [2]uint64
 	// leaderMoves counts the runs with the clients on the leader during
 	// which another member took over: such a run measured a follower.
 	leaderMoves int
@@ -78,6 +80,9 @@ func (r *runner) throughput(ctx context.Context) (*results, error) {
 		return nil, err
 	}
 	r.logf("at rest the servers use %v of CPU per second", res.rest)
+	if res.terms[0], err = r.cluster.term(ctx); err != nil {
+		return nil, err
+	}
 	for _, pl := range r.cfg.pipelines {
 		setups := []setup{singleSetup, leaderSetup, spreadSetup}
 		// A first run of -n requests sizes each setup's measured runs to
@@ -126,12 +131,15 @@ func (r *runner) throughput(ctx context.Context) (*results, error) {
 			}
 		}
 	}
+	if res.terms[1], err = r.cluster.term(ctx); err != nil {
+		return nil, err
+	}
 	return res, nil
 }
 
 // maxRefusals is how many times one run is tried again after the cluster
 // refused a command.
-const maxRefusals = 2
+const maxRefusals = 4
 
 // retry runs f, and runs it again, up to maxRefusals times, when the
 // cluster answered a command with TRYAGAIN (not confirmed within
