@@ -67,7 +67,7 @@ func writeThroughput(w io.Writer, t setupText, res *results) {
 	}
 	fmt.Fprintf(w, "Each measured run lasts about %g s. Figures are the median of %d runs (± half the min-max range, in %% of the median); "+
 		"the setups take turns, in an order reversed every other run, each after the servers have been idle for a second "+
-		"(at most 20 ms of CPU more than the %v per second they used together at rest, after the start). "+
+		"(using at most twice the %v of CPU per second they used together at rest, after the start, plus 20 ms). "+
 		"Latency (ms) is redis-benchmark's p50 and p99 (with -P, of a whole pipeline), with the clients spread the highest of the three members'",
 		res.seconds, res.runs, res.rest)
 	if t.etcd != "" {
