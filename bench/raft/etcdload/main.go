@@ -35,7 +35,7 @@ func main() {
 	endpoints := flag.String("endpoints", "", "comma-separated client addresses (host:port) of the cluster")
 	clients := flag.Int("clients", 50, "goroutines putting, each with one request in flight")
 	// One connection is what etcd's own benchmark tool uses by default,
-	// and it gave etcd 10-30% more puts per second here than one per
+	// and it gave etcd 13-40% more puts per second here than one per
 	// client (gRPC multiplexes the clients' requests on it).
 	conns := flag.Int("conns", 1, "gRPC connections the clients share")
 	duration := flag.Duration("duration", 10*time.Second, "how long to put")
