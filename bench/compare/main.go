@@ -113,12 +113,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if c.redisArgs, err = splitArgs(c.redisFlags); err != nil {
 		return c, fmt.Errorf("-redis-args: %w", err)
 	}
-	for p := range strings.SplitSeq(pipelines, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(p))
-		if err != nil || n < 1 {
-			return c, fmt.Errorf("-P: bad pipeline depth %q", p)
-		}
-		c.pipelines = append(c.pipelines, n)
+	if c.pipelines, err = harness.ParsePipelines(pipelines); err != nil {
+		return c, err
 	}
 	if casesFlag != "" {
 		for name := range strings.SplitSeq(casesFlag, ",") {
@@ -181,7 +177,8 @@ func compare(ctx context.Context, cfg config, stdout, stderr io.Writer) (err err
 	throttledAddr := cfg.throttledAddr
 	if throttledAddr != "" {
 		logf("throttled slot: existing server at %s", throttledAddr)
-		if err := respconn.WaitPing(ctx, throttledAddr, cfg.startTimeout, nil); err != nil {
+		ping := func(ctx context.Context) error { return respconn.Ping(ctx, throttledAddr) }
+		if err := proc.WaitReady(ctx, throttledAddr, cfg.startTimeout, nil, ping); err != nil {
 			return err
 		}
 		info.goVersion = runtime.Version() + " (runner; throttled slot is an external server)"

@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"github.com/throttleddb/throttled/bench/internal/harness"
 	"io"
-	"math"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -63,7 +61,7 @@ func writeReport(w io.Writer, info reportInfo, cs []benchCase, results map[mkey]
 		for _, c := range cs {
 			t := results[mkey{pl, c.Name, throttledSide}]
 			r := results[mkey{pl, c.Name, redisSide}]
-			fmt.Fprintf(w, "| %s | %s | %s | %s |\n", c.Name, rpsCell(t, spread), rpsCell(r, spread), ratioCell(t, r))
+			fmt.Fprintf(w, "| %s | %s | %s | %s |\n", c.Name, harness.RPSCell(t), harness.RPSCell(r), ratioCell(t, r))
 		}
 		var rows []string
 		for _, h := range headlines {
@@ -103,19 +101,6 @@ func codeCell(cmd []string) string {
 		return "-"
 	}
 	return "`" + strings.Join(cmd, " ") + "`"
-}
-
-func rpsCell(xs []float64, spread bool) string {
-	if len(xs) == 0 {
-		return "-"
-	}
-	m := harness.Median(xs)
-	out := harness.Thousands(int64(math.Round(m)))
-	if spread && len(xs) > 1 {
-		half := (slices.Max(xs) - slices.Min(xs)) / 2
-		out += fmt.Sprintf(" ±%.0f%%", 100*half/m)
-	}
-	return out
 }
 
 // ratioCell is the median of the runs' ratios (harness.PairedRatio).

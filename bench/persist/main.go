@@ -53,7 +53,7 @@ type config struct {
 }
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
-	c := config{skip: map[string]bool{}, argv: args}
+	c := config{argv: args}
 	fs := flag.NewFlagSet("persist", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var pipelines, skip string
@@ -70,21 +70,12 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	for p := range strings.SplitSeq(pipelines, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(p))
-		if err != nil || n < 1 {
-			return c, fmt.Errorf("-P: bad pipeline depth %q", p)
-		}
-		c.pipelines = append(c.pipelines, n)
+	var err error
+	if c.pipelines, err = harness.ParsePipelines(pipelines); err != nil {
+		return c, err
 	}
-	for p := range strings.SplitSeq(skip, ",") {
-		if p = strings.TrimSpace(p); p == "" {
-			continue
-		}
-		if !slices.Contains(parts, p) {
-			return c, fmt.Errorf("-skip: unknown part %q (have %s)", p, strings.Join(parts, ", "))
-		}
-		c.skip[p] = true
+	if c.skip, err = harness.ParseSkip(skip, parts); err != nil {
+		return c, err
 	}
 	switch {
 	case c.requests < 1 || c.runs < 1 || c.keys < 1 || c.seconds <= 0:
@@ -152,7 +143,7 @@ func (r *runner) main(ctx context.Context, stdout io.Writer) error {
 			return err
 		}
 	}
-	fmt.Fprintf(stdout, "\nWhole run: %s. Load average at the end: %s.\n", time.Since(began).Round(time.Second), loadavg())
+	fmt.Fprintf(stdout, "\nWhole run: %s. Load average at the end: %s.\n", time.Since(began).Round(time.Second), harness.LoadAvg())
 	return nil
 }
 
@@ -168,7 +159,7 @@ func (r *runner) writeHeader(ctx context.Context, w io.Writer) {
 	fmt.Fprintf(w, "- Go: %s; throttled built from ./cmd/throttled, every instance with `--threads 1`\n", goVersion)
 	fmt.Fprintf(w, "- redis-server: %s\n", harness.FirstLine(ctx, "redis-server", "--version"))
 	fmt.Fprintf(w, "- Client: %s\n", harness.FirstLine(ctx, "redis-benchmark", "--version"))
-	fmt.Fprintf(w, "- Load average at the start (1, 5, 15 min): %s\n", loadavg())
+	fmt.Fprintf(w, "- Load average at the start (1, 5, 15 min): %s\n", harness.LoadAvg())
 	if r.cfg.pin {
 		fmt.Fprintf(w, "- CPUs (-pin): servers on CPU 0 (`%s`), redis-benchmark on the rest (`%s`)\n",
 			strings.Join(harness.ServerWrap(r.cfg.pin), " "), strings.Join(harness.ClientWrap(r.cfg.pin), " "))
@@ -257,14 +248,4 @@ func alive(servers ...*server) error {
 		}
 	}
 	return nil
-}
-
-// loadavg is the 1, 5 and 15 minute load averages from /proc/loadavg: other
-// work on a shared machine shows up here.
-func loadavg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if f := strings.Fields(string(b)); err == nil && len(f) >= 3 {
-		return strings.Join(f[:3], " ")
-	}
-	return "unknown"
 }

@@ -44,9 +44,3 @@ func TestParseRSS(t *testing.T) {
 		t.Error("parseRSS without VmRSS: want an error")
 	}
 }
-
-func TestFormat(t *testing.T) {
-	if got := barCell(0.25, true, false); got != "**0.25 ✗**" {
-		t.Errorf("barCell missed = %q", got)
-	}
-}

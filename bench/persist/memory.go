@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"github.com/throttleddb/throttled/bench/internal/harness"
@@ -82,7 +81,7 @@ func (r *runner) memory(ctx context.Context, w io.Writer) ([]*server, error) {
 		if m.full, m.settled, err = settledRSS(ctx, s.p.Pid()); err != nil {
 			return nil, err
 		}
-		info, err := infoFields(ctx, s.addr, "memory")
+		info, err := respconn.Info(ctx, s.addr, "memory")
 		if err != nil {
 			return nil, err
 		}
@@ -119,7 +118,7 @@ func (r *runner) memory(ctx context.Context, w io.Writer) ([]*server, error) {
 	for _, q := range [][2]int{{0, 2}, {1, 2}, {1, 3}} {
 		a, b := res[q[0]], res[q[1]]
 		g := float64(a.full-a.idle) / float64(b.full-b.idle)
-		fmt.Fprintf(w, "| %s / %s | %s | %.2f | %.2f | ≤ 1.0 |\n", a.s.label, b.s.label, barCell(g, true, g <= 1),
+		fmt.Fprintf(w, "| %s / %s | %s | %.2f | %.2f | ≤ 1.0 |\n", a.s.label, b.s.label, harness.BarCell(g, true, g <= 1),
 			float64(a.full)/float64(b.full), float64(a.usedMemory)/float64(b.usedMemory))
 	}
 	return persisted, nil
@@ -281,28 +280,6 @@ func parseRSS(status string) (int64, error) {
 	return 0, fmt.Errorf("no VmRSS line in /proc/<pid>/status")
 }
 
-// infoFields returns the name:value lines of INFO section.
-func infoFields(ctx context.Context, addr, section string) (map[string]string, error) {
-	c, err := respconn.Dial(ctx, addr, 10*time.Second)
-	if err != nil {
-		return nil, err
-	}
-	defer c.Close()
-	v, err := c.Do("INFO", section)
-	if err != nil {
-		return nil, err
-	}
-	text, _ := v.(string)
-	out := map[string]string{}
-	sc := bufio.NewScanner(strings.NewReader(text))
-	for sc.Scan() {
-		if k, v, ok := strings.Cut(strings.TrimSpace(sc.Text()), ":"); ok {
-			out[k] = v
-		}
-	}
-	return out, nil
-}
-
 // waitBackground waits until a server with a data folder is done with the
 // work the fill left it, so that its RSS is that of idle keys: redis-server
 // with no AOF rewrite, throttled with the fill checkpointed (no log left),
@@ -321,7 +298,7 @@ func (r *runner) waitBackground(ctx context.Context, s *server) error {
 	}); err != nil {
 		return err
 	}
-	return r.waitIdle(ctx, []*server{s})
+	return harness.WaitIdle(ctx, []int{s.p.Pid()}, 0, r.logf)
 }
 
 // waitInfo waits, for at most 5 minutes, until INFO section's fields
@@ -329,7 +306,7 @@ func (r *runner) waitBackground(ctx context.Context, s *server) error {
 func waitInfo(ctx context.Context, addr, section, what string, done func(info map[string]string) bool) error {
 	deadline := time.Now().Add(5 * time.Minute)
 	for {
-		info, err := infoFields(ctx, addr, section)
+		info, err := respconn.Info(ctx, addr, section)
 		if err != nil {
 			return err
 		}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"github.com/throttleddb/throttled/bench/internal/harness"
 	"io"
-	"math"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -67,6 +66,10 @@ func (r *runner) throughput(ctx context.Context, w io.Writer) error {
 		}
 	}
 
+	var pids []int
+	for _, s := range servers {
+		pids = append(pids, s.p.Pid())
+	}
 	results := map[[2]int][]float64{} // {pipeline, server index} -> rps of each run
 	checkpoints := map[int]int64{}    // server index -> checkpoints during measured runs
 	cpuPer := map[[2]int][]float64{}  // {pipeline, server index} -> µs of server CPU per request, each run
@@ -76,7 +79,7 @@ func (r *runner) throughput(ctx context.Context, w io.Writer) error {
 		// run every 10 s under load, are part of what is measured.
 		requests := make([]int, len(servers))
 		for i, s := range servers {
-			if err := r.waitIdle(ctx, servers); err != nil {
+			if err := harness.WaitIdle(ctx, pids, 0, r.logf); err != nil {
 				return err
 			}
 			res, err := r.bench(ctx, s, pl, r.cfg.requests)
@@ -96,7 +99,7 @@ func (r *runner) throughput(ctx context.Context, w io.Writer) error {
 				if err := alive(servers...); err != nil {
 					return err
 				}
-				if err := r.waitIdle(ctx, servers); err != nil {
+				if err := harness.WaitIdle(ctx, pids, 0, r.logf); err != nil {
 					return err
 				}
 				before := checkpointsOf(ctx, s)
@@ -138,7 +141,7 @@ func (r *runner) throughput(ctx context.Context, w io.Writer) error {
 	for i, s := range servers {
 		fmt.Fprintf(w, "| %s | `%s` |", s.label, flagsText(s))
 		for _, pl := range r.cfg.pipelines {
-			fmt.Fprintf(w, " %s |", rpsCell(results[[2]int{pl, i}]))
+			fmt.Fprintf(w, " %s |", harness.RPSCell(results[[2]int{pl, i}]))
 		}
 		for _, pl := range r.cfg.pipelines {
 			fmt.Fprintf(w, " %.2f |", harness.Median(cpuPer[[2]int{pl, i}]))
@@ -163,7 +166,7 @@ func (r *runner) throughput(ctx context.Context, w io.Writer) error {
 		fmt.Fprintf(w, "| %s |", q.label)
 		for _, pl := range r.cfg.pipelines {
 			v := harness.PairedRatio(results[[2]int{pl, q.num}], results[[2]int{pl, q.den}])
-			fmt.Fprintf(w, " %s |", barCell(v, q.bar > 0 && (q.barAt == 0 || q.barAt == pl), v >= q.bar))
+			fmt.Fprintf(w, " %s |", harness.BarCell(v, q.bar > 0 && (q.barAt == 0 || q.barAt == pl), v >= q.bar))
 		}
 		for _, pl := range r.cfg.pipelines {
 			fmt.Fprintf(w, " %.2f |", harness.PairedRatio(cpuPer[[2]int{pl, q.den}], cpuPer[[2]int{pl, q.num}]))
@@ -219,44 +222,6 @@ func checkpointsOf(ctx context.Context, s *server) int64 {
 	return 0
 }
 
-// waitIdle waits until the servers together have used at most 20 ms of CPU
-// over the last second (they run on one CPU with -pin), so that one server's
-// leftover work, such as expiring the previous run's keys or a Pebble
-// compaction, does not land in another's measurement. It gives up after 30 s.
-func (r *runner) waitIdle(ctx context.Context, servers []*server) error {
-	const window, busy, deadline = time.Second, 20 * time.Millisecond, 30 * time.Second
-	cpu := func() (time.Duration, error) {
-		var sum time.Duration
-		for _, s := range servers {
-			d, err := harness.CPUTime(s.p.Pid())
-			if err != nil {
-				return 0, err
-			}
-			sum += d
-		}
-		return sum, nil
-	}
-	began := time.Now()
-	last, err := cpu()
-	for err == nil {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(window):
-		}
-		var now time.Duration
-		if now, err = cpu(); err == nil && now-last <= busy {
-			return nil
-		}
-		if time.Since(began) > deadline {
-			r.logf("servers still busy after %v (%v of CPU in the last %v); measuring anyway", deadline, now-last, window)
-			return nil
-		}
-		last = now
-	}
-	return err
-}
-
 // preflight sends the benchmark's command once and wants an allowed
 // CL.THROTTLE reply, so that redis-benchmark is not timing errors.
 func preflight(ctx context.Context, s *server) error {
@@ -299,29 +264,4 @@ func shellWords(args []string) string {
 		out[i] = a
 	}
 	return strings.Join(out, " ")
-}
-
-// barCell formats a ratio, marked ✓ or ✗ when a bar applies to it.
-func barCell(v float64, applies, met bool) string {
-	switch {
-	case math.IsNaN(v) || math.IsInf(v, 0):
-		return "-"
-	case !applies:
-		return fmt.Sprintf("%.2f", v)
-	case met:
-		return fmt.Sprintf("%.2f ✓", v)
-	}
-	return fmt.Sprintf("**%.2f ✗**", v)
-}
-
-func rpsCell(xs []float64) string {
-	if len(xs) == 0 {
-		return "-"
-	}
-	m := harness.Median(xs)
-	out := harness.Thousands(int64(math.Round(m)))
-	if len(xs) > 1 {
-		out += fmt.Sprintf(" ±%.0f%%", 100*(slices.Max(xs)-slices.Min(xs))/2/m)
-	}
-	return out
 }

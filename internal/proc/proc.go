@@ -54,11 +54,15 @@ type Config struct {
 	// Wrap, when set, is a command that runs the server (e.g. taskset -c 0):
 	// the process started is Wrap[0] with Wrap[1:], Path and Args.
 	Wrap    []string
-	Timeout time.Duration // how long it may take to answer PING
+	Timeout time.Duration // how long it may take to be ready
+	// Ready is one probe of whether the server is up; nil means it answers
+	// PING on Addr (RESP). A server that does not speak RESP, such as etcd,
+	// sets its own.
+	Ready func(ctx context.Context) error
 }
 
-// Start runs the server and waits (up to c.Timeout) for it to answer PING on
-// c.Addr. The process gets its own process group, so a Ctrl-C in the
+// Start runs the server and waits (up to c.Timeout) for it to be ready: to
+// answer PING on c.Addr, or c.Ready to pass. The process gets its own process group, so a Ctrl-C in the
 // terminal reaches only the caller, which then stops it with Stop; on Linux
 // it is also killed if the caller dies. On error the process is already
 // stopped and the error includes its output.
@@ -82,11 +86,38 @@ func Start(ctx context.Context, c Config) (*Process, error) {
 		p.err = p.cmd.Wait()
 		close(p.done)
 	}()
-	if err := respconn.WaitPing(ctx, c.Addr, c.Timeout, p.done); err != nil {
+	ready := c.Ready
+	if ready == nil {
+		ready = func(ctx context.Context) error { return respconn.Ping(ctx, c.Addr) }
+	}
+	if err := WaitReady(ctx, c.Addr, c.Timeout, p.done, ready); err != nil {
 		_ = p.Stop()
 		return nil, fmt.Errorf("%s (%s): %w\n--- %s output ---\n%s", c.Name, p.CommandLine(), err, c.Name, p.Output())
 	}
 	return p, nil
+}
+
+// WaitReady calls probe every 10 ms until it passes, ctx is done, the timeout
+// passes, or exited (may be nil) is closed because the server process is
+// gone. what names the server in the error.
+func WaitReady(ctx context.Context, what string, timeout time.Duration, exited <-chan struct{}, probe func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	var last error
+	for {
+		if last = probe(ctx); last == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s not ready within %v: %w (last: %v)", what, timeout, ctx.Err(), last)
+		case <-exited:
+			return fmt.Errorf("server process exited before %s was ready (last: %v)", what, last)
+		case <-tick.C:
+		}
+	}
 }
 
 // CommandLine is the command that was run, for messages.

@@ -148,38 +148,36 @@ func Ints(v any) ([]int64, error) {
 	return out, nil
 }
 
-// WaitPing polls addr with PING until it answers PONG (or NOAUTH), ctx is done, the
-// timeout passes, or exited (may be nil) is closed because the server process
-// is gone. It never sleeps longer than one short poll interval at a time.
-func WaitPing(ctx context.Context, addr string, timeout time.Duration, exited <-chan struct{}) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	var last error
-	for {
-		last = ping(ctx, addr)
-		if last == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%s did not answer PING within %v: %w (last: %v)", addr, timeout, ctx.Err(), last)
-		case <-exited:
-			return fmt.Errorf("server process exited before answering PING on %s (last: %v)", addr, last)
-		case <-tick.C:
+// Info dials addr once and returns the name:value lines of INFO section.
+func Info(ctx context.Context, addr, section string) (map[string]string, error) {
+	c, err := Dial(ctx, addr, 10*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	v, err := c.Do("INFO", section)
+	if err != nil {
+		return nil, err
+	}
+	text, _ := v.(string)
+	out := map[string]string{}
+	for line := range strings.Lines(text) {
+		if k, v, ok := strings.Cut(strings.TrimSpace(line), ":"); ok {
+			out[k] = v
 		}
 	}
+	return out, nil
 }
 
-func ping(ctx context.Context, addr string) error {
+// Ping dials addr once and wants PONG (or NOAUTH: a server that wants AUTH
+// first is up all the same) to a PING.
+func Ping(ctx context.Context, addr string) error {
 	c, err := Dial(ctx, addr, 500*time.Millisecond)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
 	v, err := c.Do("PING")
-	// A server that wants AUTH first (-NOAUTH) is up all the same.
 	var e Error
 	if errors.As(err, &e) && strings.HasPrefix(string(e), "NOAUTH") {
 		return nil

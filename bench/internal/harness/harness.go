@@ -1,7 +1,8 @@
 // Package harness holds what the benchmark programs (bench/compare,
-// bench/persist, bench/accuracy) share: building the throttled binary,
-// loading a Lua script, pinning processes to CPUs, describing the machine,
-// and the small statistics and number formats of their reports.
+// bench/persist, bench/accuracy, bench/raft) share: building the throttled
+// binary, loading a Lua script, pinning processes to CPUs, describing the
+// machine and its load, waiting for servers to go idle, and the small
+// statistics and number formats of their reports.
 package harness
 
 import (
@@ -10,6 +11,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -28,24 +30,31 @@ import (
 // BuildThrottled builds ./cmd/throttled of the module the current directory
 // is in into dir and returns the binary's path.
 func BuildThrottled(ctx context.Context, dir string, logf func(string, ...any)) (string, error) {
-	out, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
+	return Build(ctx, "cmd/throttled", filepath.Join(dir, "throttled"), logf)
+}
+
+// Build runs go build in pkgDir, a folder of the throttled repository given
+// relative to its root (the module the current directory is in), and
+// writes the binary to out. pkgDir may hold a module of its own, as
+// bench/raft/etcdload does: go build then uses that module's go.mod.
+func Build(ctx context.Context, pkgDir, out string, logf func(string, ...any)) (string, error) {
+	gomod, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
 	if err != nil {
 		return "", fmt.Errorf("go env GOMOD: %w", err)
 	}
-	gomod := strings.TrimSpace(string(out))
-	if gomod == "" || gomod == os.DevNull {
+	root := strings.TrimSpace(string(gomod))
+	if root == "" || root == os.DevNull {
 		return "", errors.New("not inside the throttled module: run from the repository")
 	}
-	root := filepath.Dir(gomod)
-	bin := filepath.Join(dir, "throttled")
-	logf("building ./cmd/throttled in %s", root)
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/throttled")
-	cmd.Dir = root
+	dir := filepath.Join(filepath.Dir(root), pkgDir)
+	logf("building %s", dir)
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, ".")
+	cmd.Dir = dir
 	cmd.SysProcAttr = procattr.Child()
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build ./cmd/throttled: %w\n%s", err, out)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build ./%s: %w\n%s", pkgDir, err, b)
 	}
-	return bin, nil
+	return out, nil
 }
 
 // LoadScript loads a Lua script into the server at addr (SCRIPT LOAD) and
@@ -118,6 +127,44 @@ func Machine() string {
 	return strings.Join(append(parts, osinfo), ", ")
 }
 
+// LoadAvg is the 1, 5 and 15 minute load averages from /proc/loadavg: other
+// work on a shared machine shows up here.
+func LoadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) >= 3 {
+		return strings.Join(f[:3], " ")
+	}
+	return "unknown"
+}
+
+// ParsePipelines reads a -P flag: comma-separated pipeline depths.
+func ParsePipelines(v string) ([]int, error) {
+	var out []int
+	for p := range strings.SplitSeq(v, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(p))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("-P: bad pipeline depth %q", p)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// ParseSkip reads a -skip flag: comma-separated names out of parts.
+func ParseSkip(v string, parts []string) (map[string]bool, error) {
+	skip := map[string]bool{}
+	for p := range strings.SplitSeq(v, ",") {
+		if p = strings.TrimSpace(p); p == "" {
+			continue
+		}
+		if !slices.Contains(parts, p) {
+			return nil, fmt.Errorf("-skip: unknown part %q (have %s)", p, strings.Join(parts, ", "))
+		}
+		skip[p] = true
+	}
+	return skip, nil
+}
+
 // Median of xs; 0 when empty.
 func Median(xs []float64) float64 {
 	if len(xs) == 0 {
@@ -166,6 +213,35 @@ func Thousands(n int64) string {
 		return "-" + b.String()
 	}
 	return b.String()
+}
+
+// RPSCell formats the median of xs (requests per second of each run) as
+// 1,234 and, with more than one run, ± half the min-max range in % of the
+// median; "-" when there are none.
+func RPSCell(xs []float64) string {
+	if len(xs) == 0 {
+		return "-"
+	}
+	m := Median(xs)
+	out := Thousands(int64(math.Round(m)))
+	if len(xs) > 1 {
+		out += fmt.Sprintf(" ±%.0f%%", 100*(slices.Max(xs)-slices.Min(xs))/2/m)
+	}
+	return out
+}
+
+// BarCell formats a ratio, marked ✓ or ✗ (in bold) when a bar applies to
+// it; "-" when it is not a number.
+func BarCell(v float64, applies, met bool) string {
+	switch {
+	case math.IsNaN(v) || math.IsInf(v, 0):
+		return "-"
+	case !applies:
+		return fmt.Sprintf("%.2f", v)
+	case met:
+		return fmt.Sprintf("%.2f ✓", v)
+	}
+	return fmt.Sprintf("**%.2f ✗**", v)
 }
 
 // Main runs a benchmark program and exits: it parses the command line with
@@ -224,4 +300,70 @@ func parseCPUTime(stat string) (time.Duration, error) {
 		return 0, err
 	}
 	return time.Duration(utime+stime) * 10 * time.Millisecond, nil
+}
+
+// WaitIdle waits until the processes pids together have used at most twice
+// rest + 20 ms of CPU over the last second, so that one server's leftover
+// work, such as expiring the previous run's keys or a Pebble compaction,
+// does not land in another's measurement. rest is what they use per second
+// when nothing is asked of them (see RestCPU; 0 for a single server, whose
+// own timers cost less than the margin). It is twice rest because a
+// cluster's idle cost moves with the machine's load: three throttled
+// members measured 110 ms at rest and 130-220 ms idle after runs on a
+// shared 2-core VM. It gives up after 30 s, saying so through logf, and
+// measures anyway.
+func WaitIdle(ctx context.Context, pids []int, rest time.Duration, logf func(string, ...any)) error {
+	const margin, deadline = 20 * time.Millisecond, 30 * time.Second
+	began := time.Now()
+	for {
+		used, err := cpuOver(ctx, pids, time.Second)
+		if err != nil || used <= 2*rest+margin {
+			return err
+		}
+		if time.Since(began) > deadline {
+			logf("servers still busy after %v (%v of CPU in the last second, %v at rest); measuring anyway", deadline, used, rest)
+			return nil
+		}
+	}
+}
+
+// RestCPU is the CPU the processes pids use per second when nothing is
+// asked of them: the least they used in one of three seconds. Members of a
+// cluster are never quite idle: they exchange heartbeats and probes.
+func RestCPU(ctx context.Context, pids []int) (time.Duration, error) {
+	least := time.Duration(math.MaxInt64)
+	for range 3 {
+		used, err := cpuOver(ctx, pids, time.Second)
+		if err != nil {
+			return 0, err
+		}
+		least = min(least, used)
+	}
+	return least, nil
+}
+
+// cpuOver is the CPU the processes pids use together over the next window.
+func cpuOver(ctx context.Context, pids []int, window time.Duration) (time.Duration, error) {
+	cpu := func() (time.Duration, error) {
+		var sum time.Duration
+		for _, pid := range pids {
+			d, err := CPUTime(pid)
+			if err != nil {
+				return 0, err
+			}
+			sum += d
+		}
+		return sum, nil
+	}
+	before, err := cpu()
+	if err != nil {
+		return 0, err
+	}
+	select {
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	case <-time.After(window):
+	}
+	after, err := cpu()
+	return after - before, err
 }

@@ -1,6 +1,8 @@
 package harness
 
 import (
+	"math"
+	"slices"
 	"testing"
 	"time"
 )
@@ -44,5 +46,46 @@ func TestParseCPUTime(t *testing.T) {
 	}
 	if _, err := parseCPUTime("garbage"); err == nil {
 		t.Error("parseCPUTime(garbage): want an error")
+	}
+}
+
+func TestParsePipelines(t *testing.T) {
+	got, err := ParsePipelines("1, 4,16")
+	if err != nil || !slices.Equal(got, []int{1, 4, 16}) {
+		t.Errorf("ParsePipelines = %v, %v", got, err)
+	}
+	for _, bad := range []string{"", "0", "1,x", "1,,16"} {
+		if _, err := ParsePipelines(bad); err == nil {
+			t.Errorf("ParsePipelines(%q): want an error", bad)
+		}
+	}
+}
+
+func TestCells(t *testing.T) {
+	for _, tc := range []struct {
+		got, want string
+	}{
+		{RPSCell(nil), "-"},
+		{RPSCell([]float64{1234.4}), "1,234"},
+		{RPSCell([]float64{900, 1000, 1100}), "1,000 ±10%"},
+		{BarCell(0.25, true, false), "**0.25 ✗**"},
+		{BarCell(2.5, true, true), "2.50 ✓"},
+		{BarCell(2.5, false, false), "2.50"},
+		{BarCell(math.Inf(1), true, true), "-"},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("got %q, want %q", tc.got, tc.want)
+		}
+	}
+}
+
+func TestParseSkip(t *testing.T) {
+	parts := []string{"throughput", "memory"}
+	got, err := ParseSkip(" memory, ", parts)
+	if err != nil || len(got) != 1 || !got["memory"] {
+		t.Errorf("ParseSkip = %v, %v", got, err)
+	}
+	if _, err := ParseSkip("disk", parts); err == nil {
+		t.Error("ParseSkip(disk): want an error")
 	}
 }

@@ -1,5 +1,6 @@
 // Package redisbench runs redis-benchmark for one command and parses its
-// --csv output.
+// --csv output: requests per second and, from Redis 7 on, latency
+// percentiles.
 package redisbench
 
 import (
@@ -10,6 +11,7 @@ import (
 	"fmt"
 	"net"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -56,9 +58,18 @@ func (o Options) Args() ([]string, error) {
 	return append(args, o.Command...), nil
 }
 
+// Figures are what redis-benchmark's --csv line reports.
+type Figures struct {
+	RPS float64
+	// P50 and P99 are the latency percentiles in ms: the time from sending
+	// a request (with -P, its pipeline) to its reply. 0 when the CSV has no
+	// such column (redis-benchmark before 7.0).
+	P50, P99 float64
+}
+
 // Result is one run's outcome.
 type Result struct {
-	RPS float64
+	Figures
 	// CPU is the user plus system time redis-benchmark used, and Elapsed
 	// how long it ran: when CPU nears Elapsed the client, not the server,
 	// set the rps.
@@ -106,19 +117,18 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	if strings.Contains(res.Output, "Error from server") {
 		return fail(`"Error from server" in the output`)
 	}
-	rps, err := ParseCSV(stdout.String())
-	if err != nil {
+	if res.Figures, err = ParseCSV(stdout.String()); err != nil {
 		return fail(err.Error())
 	}
-	res.RPS = rps
 	return res, nil
 }
 
-// ParseCSV extracts the rps figure from redis-benchmark --csv output holding
-// exactly one test: a header line starting with "test" with an "rps" column,
-// then one data line. Lines that are not CSV records (warnings) are skipped.
-func ParseCSV(out string) (float64, error) {
-	rpsCol := -1
+// ParseCSV extracts the figures from redis-benchmark --csv output holding
+// exactly one test: a header line starting with "test" with an "rps" column
+// (and, optionally, "p50_latency_ms" and "p99_latency_ms"), then one data
+// line. Lines that are not CSV records (warnings) are skipped.
+func ParseCSV(out string) (Figures, error) {
+	var header []string
 	var rows [][]string
 	for line := range strings.Lines(out) {
 		line = strings.TrimSpace(line)
@@ -127,35 +137,47 @@ func ParseCSV(out string) (float64, error) {
 		}
 		rec, err := csv.NewReader(strings.NewReader(line)).Read()
 		if err != nil {
-			return 0, fmt.Errorf("bad CSV line %q: %w", line, err)
+			return Figures{}, fmt.Errorf("bad CSV line %q: %w", line, err)
 		}
-		if rpsCol < 0 && len(rec) > 0 && rec[0] == "test" {
-			for i, f := range rec {
-				if f == "rps" {
-					rpsCol = i
-				}
-			}
+		if header == nil && len(rec) > 0 && rec[0] == "test" {
+			header = rec
 			continue
 		}
 		rows = append(rows, rec)
 	}
-	if rpsCol < 0 {
-		return 0, errors.New(`no CSV header with an "rps" column`)
+	if !slices.Contains(header, "rps") {
+		return Figures{}, errors.New(`no CSV header with an "rps" column`)
 	}
 	if len(rows) != 1 {
-		return 0, fmt.Errorf("want 1 CSV result row, got %d", len(rows))
+		return Figures{}, fmt.Errorf("want 1 CSV result row, got %d", len(rows))
 	}
-	if rpsCol >= len(rows[0]) {
-		return 0, fmt.Errorf("CSV row %q has no rps column", rows[0])
+	// column reads the named column of the row; absent is 0.
+	column := func(name string) (float64, error) {
+		i := slices.Index(header, name)
+		if i < 0 {
+			return 0, nil
+		}
+		if i >= len(rows[0]) {
+			return 0, fmt.Errorf("CSV row %q has no %s column", rows[0], name)
+		}
+		v, err := strconv.ParseFloat(rows[0][i], 64)
+		if err != nil {
+			return 0, fmt.Errorf("bad %s %q: %w", name, rows[0][i], err)
+		}
+		return v, nil
 	}
-	rps, err := strconv.ParseFloat(rows[0][rpsCol], 64)
-	if err != nil {
-		return 0, fmt.Errorf("bad rps %q: %w", rows[0][rpsCol], err)
+	var f Figures
+	var errs [3]error
+	f.RPS, errs[0] = column("rps")
+	f.P50, errs[1] = column("p50_latency_ms")
+	f.P99, errs[2] = column("p99_latency_ms")
+	if err := errors.Join(errs[:]...); err != nil {
+		return Figures{}, err
 	}
-	if rps <= 0 {
-		return 0, fmt.Errorf("rps is %v", rps)
+	if f.RPS <= 0 {
+		return Figures{}, fmt.Errorf("rps is %v", f.RPS)
 	}
-	return rps, nil
+	return f, nil
 }
 
 func quoteAll(args []string) []string {

@@ -15,10 +15,12 @@ func TestParseCSV(t *testing.T) {
 	const header = `"test","rps","avg_latency_ms","min_latency_ms","p50_latency_ms","p95_latency_ms","p99_latency_ms","max_latency_ms"` + "\n"
 	ok := []struct {
 		out  string
-		want float64
+		want Figures
 	}{
-		{header + `"PING_MBULK","88495.58","0.326","0.096","0.295","0.495","0.751","1.287"` + "\n", 88495.58},
-		{"WARNING: Could not fetch server CONFIG\n" + header + `"CL.THROTTLE k:__rand_int__ 15 30 60","487804.88","1.499","0.328","1.495","2.183","2.383","2.831"` + "\r\n", 487804.88},
+		{header + `"PING_MBULK","88495.58","0.326","0.096","0.295","0.495","0.751","1.287"` + "\n", Figures{88495.58, 0.295, 0.751}},
+		{"WARNING: Could not fetch server CONFIG\n" + header + `"CL.THROTTLE k:__rand_int__ 15 30 60","487804.88","1.499","0.328","1.495","2.183","2.383","2.831"` + "\r\n", Figures{487804.88, 1.495, 2.383}},
+		// redis-benchmark 6 prints rps only.
+		{`"test","rps"` + "\n" + `"PING","1000.00"` + "\n", Figures{RPS: 1000}},
 	}
 	for _, tc := range ok {
 		got, err := ParseCSV(tc.out)
@@ -32,6 +34,8 @@ func TestParseCSV(t *testing.T) {
 		header + `"PING","0.00","0","0","0","0","0","0"` + "\n",
 		header + `"PING","x","0","0","0","0","0","0"` + "\n",
 		header + `"PING","1","0","0","0","0","0","0"` + "\n" + `"GET","2","0","0","0","0","0","0"` + "\n",
+		header + `"PING","1","0","0","x","0","0","0"` + "\n",
+		header + `"PING","1","0","0"` + "\n",
 		`"PING","1"` + "\n",
 	}
 	for _, out := range bad {
@@ -80,7 +84,7 @@ func TestRunAgainstRedisServer(t *testing.T) {
 	o := Options{Bin: rb, Addr: addr, Clients: 5, Requests: 2000, KeySpace: 1000, Pipeline: 4,
 		Command: []string{"INCR", "counter:__rand_int__"}}
 	res, err := Run(t.Context(), o)
-	if err != nil || res.RPS <= 0 {
+	if err != nil || res.RPS <= 0 || res.P50 <= 0 || res.P99 < res.P50 {
 		t.Fatalf("Run INCR = %+v, %v", res, err)
 	}
 	o.Command = []string{"NO.SUCH.COMMAND", "x"}

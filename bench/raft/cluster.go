@@ -1,0 +1,205 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/throttleddb/throttled/internal/proc"
+	"github.com/throttleddb/throttled/internal/respconn"
+)
+
+// clusterSize is the number of members in the throttled and etcd clusters.
+const clusterSize = 3
+
+// node is one throttled process: a cluster member or the single node.
+type node struct {
+	id   string   // n1..n3; "single" for the single node
+	addr string   // RESP host:port
+	args []string // after the binary; the same on a restart
+	p    *proc.Process
+}
+
+func (n *node) stop(logf func(string, ...any)) {
+	if n.p == nil {
+		return
+	}
+	if err := n.p.Stop(); err != nil {
+		logf("stop %s: %v", n.id, err)
+	}
+	n.p = nil
+}
+
+// cluster is the 3-node throttled Raft group.
+type cluster struct {
+	nodes []*node
+}
+
+func (r *runner) startNode(ctx context.Context, n *node) error {
+	p, err := r.start(ctx, proc.Config{Name: "throttled " + n.id, Path: r.bin, Args: n.args, Addr: n.addr})
+	if err != nil {
+		return err
+	}
+	n.p = p
+	return nil
+}
+
+// baseArgs are every throttled node's flags before its own.
+func (r *runner) baseArgs(port int) []string {
+	return []string{"--bind", "127.0.0.1", "--port", strconv.Itoa(port), "--threads", strconv.Itoa(r.cfg.threads)}
+}
+
+// startSingle starts the single node the cluster is compared with: a data
+// folder and appendfsync everysec, the defaults.
+func (r *runner) startSingle(ctx context.Context) (*node, error) {
+	port, err := proc.FreePort()
+	if err != nil {
+		return nil, err
+	}
+	n := &node{id: "single", addr: proc.Addr(port),
+		args: append(r.baseArgs(port), "--dir", filepath.Join(r.tmp, "single"))}
+	r.logf("starting the single node: %s", strings.Join(n.args, " "))
+	return n, r.startNode(ctx, n)
+}
+
+// startCluster starts n1..n3 with --replication raft, each with its own
+// data folder, and waits for a leader.
+func (r *runner) startCluster(ctx context.Context) (*cluster, error) {
+	c := &cluster{}
+	var peers []string
+	ports, err := freePorts(2 * clusterSize)
+	if err != nil {
+		return nil, err
+	}
+	for i := range clusterSize {
+		resp, raft := ports[2*i], proc.Addr(ports[2*i+1])
+		n := &node{id: fmt.Sprintf("n%d", i+1), addr: proc.Addr(resp)}
+		n.args = append(r.baseArgs(resp), "--replication", "raft", "--node-id", n.id,
+			"--cluster-addr", raft, "--dir", filepath.Join(r.tmp, n.id))
+		peers = append(peers, n.id+"="+raft)
+		c.nodes = append(c.nodes, n)
+	}
+	r.cluster = c // so that stopAll reaches the nodes started if one fails
+	for _, n := range c.nodes {
+		n.args = append(n.args, "--peers", strings.Join(peers, ","))
+		r.logf("starting %s: %s", n.id, strings.Join(n.args, " "))
+		if err := r.startNode(ctx, n); err != nil {
+			return nil, err
+		}
+	}
+	lead, err := c.leader(ctx, c.nodes)
+	if err != nil {
+		return nil, err
+	}
+	r.logf("cluster up, %s leads", lead.id)
+	return c, nil
+}
+
+// leader waits (up to 30 s) until a member of among names a leader that is
+// in among, and returns it.
+func (c *cluster) leader(ctx context.Context, among []*node) (*node, error) {
+	var lead *node
+	probe := func(ctx context.Context) error {
+		for _, n := range among {
+			if id, err := leaderID(ctx, n.addr); err == nil {
+				for _, m := range among {
+					if m.id == id {
+						lead = m
+						return nil
+					}
+				}
+			}
+		}
+		return errors.New("no member names a leader among " + ids(among))
+	}
+	if err := proc.WaitReady(ctx, "a leader", 30*time.Second, nil, probe); err != nil {
+		return nil, err
+	}
+	return lead, nil
+}
+
+// leaderID asks the member at addr which member leads (RAFT LEADER).
+func leaderID(ctx context.Context, addr string) (string, error) {
+	conn, err := respconn.Dial(ctx, addr, time.Second)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close()
+	v, err := conn.Do("RAFT", "LEADER")
+	if err != nil {
+		return "", err
+	}
+	if pair, ok := v.([]any); ok && len(pair) == 2 {
+		if id, ok := pair[0].(string); ok {
+			return id, nil
+		}
+	}
+	return "", fmt.Errorf("RAFT LEADER answered %v", v)
+}
+
+// term is the highest Raft term a member reports (INFO replication): each
+// election adds one.
+func (c *cluster) term(ctx context.Context) (uint64, error) {
+	var top uint64
+	for _, n := range c.nodes {
+		info, err := respconn.Info(ctx, n.addr, "replication")
+		if err != nil {
+			return 0, err
+		}
+		t, err := strconv.ParseUint(info["raft_term"], 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("%s: raft_term %q: %w", n.id, info["raft_term"], err)
+		}
+		top = max(top, t)
+	}
+	return top, nil
+}
+
+// caughtUp waits (up to a minute) until member n follows and has applied
+// every entry the leader lead had committed when the wait began.
+func caughtUp(ctx context.Context, lead, n *node) error {
+	info, err := respconn.Info(ctx, lead.addr, "replication")
+	if err != nil {
+		return err
+	}
+	want, err := strconv.ParseUint(info["raft_commit_index"], 10, 64)
+	if err != nil {
+		return fmt.Errorf("%s: raft_commit_index %q: %w", lead.id, info["raft_commit_index"], err)
+	}
+	probe := func(ctx context.Context) error {
+		info, err := respconn.Info(ctx, n.addr, "replication")
+		if err != nil {
+			return err
+		}
+		applied, _ := strconv.ParseUint(info["raft_applied_index"], 10, 64)
+		if info["raft_state"] != "follower" || applied < want {
+			return fmt.Errorf("%s is %s with %d applied, %d wanted", n.id, info["raft_state"], applied, want)
+		}
+		return nil
+	}
+	return proc.WaitReady(ctx, n.id+" caught up", time.Minute, nil, probe)
+}
+
+// freePorts asks the OS for n free loopback ports.
+func freePorts(n int) ([]int, error) {
+	out := make([]int, n)
+	for i := range out {
+		var err error
+		if out[i], err = proc.FreePort(); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+func ids(nodes []*node) string {
+	var out []string
+	for _, n := range nodes {
+		out = append(out, n.id)
+	}
+	return strings.Join(out, ",")
+}

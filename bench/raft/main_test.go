@@ -1,0 +1,168 @@
+package main
+
+import (
+	"io"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseFlags(t *testing.T) {
+	c, err := parseFlags([]string{"-P", "1, 16", "-skip", "failover", "-runs", "5", "-c", "30"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(c.pipelines, []int{1, 16}) || !c.skip["failover"] || c.skip["etcd"] || c.runs != 5 || c.clients != 30 {
+		t.Errorf("got %+v", c)
+	}
+	// Without the throughput part there is nothing to pair etcd with.
+	if c, err := parseFlags([]string{"-skip", "throughput", "-P", "16"}, io.Discard); err != nil || !c.skip["etcd"] {
+		t.Errorf("-skip throughput: got %+v, %v; want etcd skipped too", c.skip, err)
+	}
+	for _, args := range [][]string{
+		{"-skip", "disk"}, {"-P", "0"}, {"-runs", "0"}, {"-failovers", "0"}, {"-c", "2"}, {"extra"},
+		{"-P", "16"}, // etcd is compared at -P 1
+	} {
+		if _, err := parseFlags(args, io.Discard); err == nil {
+			t.Errorf("parseFlags(%q): want an error", args)
+		}
+	}
+}
+
+func TestSplits(t *testing.T) {
+	if got := splitEven(50, 3); !slices.Equal(got, []int{17, 17, 16}) {
+		t.Errorf("splitEven(50, 3) = %v", got)
+	}
+	if got := splitEven(6, 3); !slices.Equal(got, []int{2, 2, 2}) {
+		t.Errorf("splitEven(6, 3) = %v", got)
+	}
+	if got := splitByWeight(20000, []int{17, 17, 16}); !slices.Equal(got, []int{6800, 6800, 6400}) {
+		t.Errorf("splitByWeight = %v", got)
+	}
+	// Each node's run lasts about 5 s at its own rate; a slow one still
+	// gets 10 requests per client.
+	if got := sizeRuns([]float64{1000, 2000.5, 1}, 5, []int{17, 17, 16}); !slices.Equal(got, []int{5000, 10002, 160}) {
+		t.Errorf("sizeRuns = %v", got)
+	}
+}
+
+func TestPercentile(t *testing.T) {
+	sorted := []int64{10, 20, 30, 40, 50, 60, 70, 80, 90, 100}
+	for p, want := range map[float64]int64{50: 50, 99: 100, 90: 90, 91: 100, 10: 10, 1: 10, 100: 100} {
+		if got := percentile(sorted, p); got != want {
+			t.Errorf("percentile(%v) = %d, want %d", p, got, want)
+		}
+	}
+	if got := percentile([]int64{7}, 99); got != 7 {
+		t.Errorf("percentile of one value = %d", got)
+	}
+}
+
+func TestLoadReportSample(t *testing.T) {
+	// 200 puts in 2 s: latencies 1..200 µs, given out of order.
+	var lat []int64
+	for i := int64(200); i >= 1; i-- {
+		lat = append(lat, i)
+	}
+	got, err := loadReport{ElapsedNS: 2e9, LatencyUS: lat}.sample()
+	if want := (sample{rps: 100, p50: 0.1, p99: 0.198}); err != nil || got != want {
+		t.Errorf("sample = %+v, %v; want %+v", got, err, want)
+	}
+	if _, err := (loadReport{ElapsedNS: 1e9}).sample(); err == nil {
+		t.Error("a report without puts: want an error")
+	}
+}
+
+func TestRefusal(t *testing.T) {
+	for out, want := range map[string]string{
+		"Error from server: TRYAGAIN The cluster did not confirm the command in time": "TRYAGAIN",
+		"x\nError from server: CLUSTERDOWN no leader":                                 "CLUSTERDOWN",
+		"Error from server: ERR unknown command":                                      "",
+		"exit status 1":                                                               "",
+	} {
+		if got := refusal(out); got != want {
+			t.Errorf("refusal(%q) = %q, want %q", out, got, want)
+		}
+	}
+}
+
+func TestLastLines(t *testing.T) {
+	if got := lastLines("a\nb\nc\n", 2); got != "b\nc" {
+		t.Errorf("lastLines = %q", got)
+	}
+	if got := lastLines("a", 5); got != "a" {
+		t.Errorf("lastLines = %q", got)
+	}
+}
+
+func TestWriteThroughput(t *testing.T) {
+	res := &results{pipelines: []int{1, 16}, runs: 2, seconds: 5, clients: []int{17, 17, 16}, rest: 90 * time.Millisecond,
+		refusals: []string{"TRYAGAIN"}, terms: [2]uint64{2, 4},
+		samples: map[mkey][]sample{
+			{1, singleSetup}:  {{rps: 40000, p50: 0.5, p99: 2}, {rps: 50000, p50: 0.7, p99: 3}},
+			{1, leaderSetup}:  {{rps: 8000, p50: 5, p99: 20}, {rps: 12000, p50: 6, p99: 30}},
+			{1, spreadSetup}:  {{rps: 10000}, {rps: 14000}},
+			{1, etcdSetup}:    {{rps: 4000, p50: 12, p99: 40}, {rps: 5000, p50: 10, p99: 35}},
+			{16, singleSetup}: {{rps: 400000}, {rps: 500000}},
+			{16, leaderSetup}: {{rps: 50000}, {rps: 100000}},
+			{16, spreadSetup}: {{rps: 60000}, {rps: 60000}},
+		},
+	}
+	var b strings.Builder
+	writeThroughput(&b, setupText{single: "S", member: "M", etcd: "E"}, res)
+	out := b.String()
+	for _, want := range []string{
+		"| single node | 45,000 ±11% | 0.60 | 2.50 | 450,000 ±11% | - | - |",
+		"| 3-node etcd, puts | 4,500 ±11% | 11.00 | 37.50 | - | - | - |",
+		// Each run's ratio: 0.2 and 0.24 at P=1, 0.125 and 0.2 at P=16.
+		"| cluster, clients on the leader / single node | 0.22 | 0.16 ✓ | 0.20 0.24 | 0.12 0.20 | ≥ 0.15 at P=16 |",
+		"| cluster, clients spread / single node | 0.27 | **0.14 ✗** |",
+		"| cluster, clients on the leader / etcd puts | 2.20 ✓ | - | 2.00 2.40 | - | ≥ 2 at P=1 |",
+		"1 run(s) stopped at a refused command and were run again (TRYAGAIN)",
+		"twice the 90ms of CPU per second",
+		"term went from 2 to 4 during these runs: 2 election(s)",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("report lacks %q:\n%s", want, out)
+		}
+	}
+
+	b.Reset()
+	writeThroughput(&b, setupText{single: "S", member: "M"}, res)
+	if out := b.String(); strings.Contains(out, "etcd") {
+		t.Errorf("etcd not run, yet the report names it:\n%s", out)
+	}
+}
+
+func TestRatioCell(t *testing.T) {
+	q := ratio{bar: 0.15, barAt: 16}
+	for _, tc := range []struct {
+		v    float64
+		pl   int
+		want string
+	}{
+		{0.1496, 16, "**0.1496 ✗**"},
+		{0.149, 16, "**0.149 ✗**"},
+		{0.1449, 16, "**0.14 ✗**"},
+		{0.15, 16, "0.15 ✓"},
+		{0.1496, 1, "0.15"},
+	} {
+		if got := ratioCell(tc.v, q, tc.pl); got != tc.want {
+			t.Errorf("ratioCell(%v, P=%d) = %q, want %q", tc.v, tc.pl, got, tc.want)
+		}
+	}
+}
+
+func TestWriteFailovers(t *testing.T) {
+	var b strings.Builder
+	writeFailovers(&b, []failoverTry{
+		{"n1", "n2", 1200 * time.Millisecond}, {"n2", "n3", 900 * time.Millisecond}, {"n3", "n1", 2500 * time.Millisecond},
+	})
+	out := b.String()
+	for _, want := range []string{"| 2 | n2 | n3 | 0.90 s |", "Median of 3: **1.20 s** (from 0.90 s to 2.50 s)."} {
+		if !strings.Contains(out, want) {
+			t.Errorf("report lacks %q:\n%s", want, out)
+		}
+	}
+}
