@@ -100,8 +100,8 @@ type Server struct {
 
 	// password is requirepass as CONFIG GET shows it (Redis keeps it in
 	// clear for that); the default user has only its hash.
-	password atomic.Pointer[string]
-	acl      *acl
+	password  atomic.Pointer[string]
+	acl       *acl
 	protected atomic.Bool // protected-mode
 
 	clientsMu sync.Mutex // guards clients
