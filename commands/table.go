@@ -286,7 +286,9 @@ var specs = []*Spec{
 	// Raft replication (replication/raft answers it)
 	{Name: "raft", Arity: -2, Flags: NoScript | NoQueue, Categories: CatSlow, Group: "cluster", Summary: "A container for Raft replication commands.",
 		Subcommands: []Sub{
+			{Name: "announce", Categories: CatAdmin | CatSlow | CatDangerous},
 			{Name: "forward", Categories: CatAdmin | CatSlow | CatDangerous},
+			{Name: "help", Categories: CatSlow},
 			{Name: "join", Categories: CatAdmin | CatSlow | CatDangerous},
 			{Name: "leader", Categories: CatSlow},
 			{Name: "members", Categories: CatSlow},

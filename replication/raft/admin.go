@@ -49,6 +49,14 @@ func (n *Node) Command(args [][]byte, proto int, done func([]byte)) {
 		return
 	}
 	switch sub {
+	case "HELP":
+		reply(func(w *resp.Writer) {
+			w.Array(len(raftHelp))
+			for _, l := range raftHelp {
+				w.Status(l)
+			}
+		})
+		return
 	case "MEMBERS":
 		members := n.members()
 		reply(func(w *resp.Writer) {
@@ -122,8 +130,26 @@ func (n *Node) Command(args [][]byte, proto int, done func([]byte)) {
 
 // raftArity is each subcommand's argument count, the name included.
 var raftArity = map[string]struct{ min, max int }{
-	"MEMBERS": {2, 2}, "LEADER": {2, 2}, "FORWARD": {3, 3},
+	"HELP": {2, 2}, "MEMBERS": {2, 2}, "LEADER": {2, 2}, "FORWARD": {3, 3},
 	"JOIN": {5, 5}, "REMOVE": {3, 3}, "TRANSFER": {2, 3}, "SNAPSHOT": {2, 2}, "ANNOUNCE": {4, 4},
+}
+
+var raftHelp = []string{
+	"RAFT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+	"MEMBERS",
+	"    Return this node's view of the members: id, cluster address, RESP address, role, reachable.",
+	"LEADER",
+	"    Return the leader's id and RESP address, or null when there is none.",
+	"JOIN <id> <cluster-addr> <resp-addr>",
+	"    Add a voter (run on the leader, from any node).",
+	"REMOVE <id>",
+	"    Remove a member (run on the leader, from any node).",
+	"TRANSFER [<id>]",
+	"    Hand leadership to <id>, or to the most up-to-date voter.",
+	"SNAPSHOT",
+	"    Have the leader write a snapshot.",
+	"HELP",
+	"    Print this help.",
 }
 
 // lead runs a subcommand that only the leader can.

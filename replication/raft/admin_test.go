@@ -49,6 +49,9 @@ func TestRaft_MembersLeaderInfo(t *testing.T) {
 			}
 		}
 	}
+	if got := fmt.Sprint(c.Do(lead, "RAFT", "HELP")); !strings.Contains(got, "TRANSFER [<id>]") {
+		t.Fatalf("RAFT HELP: %s", got)
+	}
 	if got := fmt.Sprint(c.Do(lead, "RAFT", "NOPE")); !strings.HasPrefix(got, "ERR unknown subcommand 'NOPE'") {
 		t.Fatalf("RAFT NOPE: %s", got)
 	}
