@@ -47,6 +47,9 @@ type Config struct {
 	// Settings are the values CONFIG GET reports for settings fixed at start
 	// (bind, port, dir...), keyed by lower-case name.
 	Settings map[string]string
+	// Extra are settings the server defines, which CONFIG SET may change
+	// (the TLS files); a name in both wins over Settings.
+	Extra []Setting
 	// Port is reported by INFO server.
 	Port   int
 	Logger *slog.Logger

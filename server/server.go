@@ -22,6 +22,7 @@ import (
 
 	"github.com/throttleddb/throttled/clock"
 	"github.com/throttleddb/throttled/commands"
+	"github.com/throttleddb/throttled/internal/tlsconf"
 	"github.com/throttleddb/throttled/persistence"
 	"github.com/throttleddb/throttled/resp"
 	"github.com/throttleddb/throttled/store"
@@ -46,6 +47,12 @@ type Config struct {
 	TLSPort                                int
 	TLSCertFile, TLSKeyFile, TLSCACertFile string
 	TLSAuthClients                         string
+	// TLSReplication is tls-replication yes: members of a Raft group talk
+	// to each other over mutual TLS with TLSCertFile and TLSKeyFile,
+	// verifying each other against TLSCACertFile (the Raft traffic on
+	// --cluster-addr, and the commands followers forward to the leader's
+	// TLS port).
+	TLSReplication bool
 	// NoProtectedMode is protected-mode no. By default (protected-mode
 	// yes), while the default user has no password, clients from
 	// non-loopback addresses are refused with Redis' DENIED reply.
@@ -107,6 +114,7 @@ type Node struct {
 	// (the Raft log and snapshots keep the state then).
 	Persistence *persistence.DB
 	raft        *raftNode
+	certs       *tlsconf.Certs // nil without TLS
 	net         *resp.Server
 	lns, tlsLns []net.Listener // one per bind address; none when the port is 0
 	metrics     *metricsServer // nil without MetricsAddr
@@ -127,12 +135,13 @@ func Start(cfg Config) (*Node, error) {
 	if cfg.Port == 0 && cfg.TLSPort == 0 {
 		return nil, errors.New("port and tls-port are both 0: configured to listen nowhere")
 	}
+	certs, err := loadTLS(&cfg)
+	if err != nil {
+		return nil, err
+	}
 	var tlsCfg *tls.Config
 	if cfg.TLSPort != 0 {
-		var err error
-		if tlsCfg, err = tlsConfig(&cfg); err != nil {
-			return nil, err
-		}
+		tlsCfg = certs.ClientPort()
 	}
 	if cfg.Raft != nil {
 		if err := checkRaft(&cfg); err != nil {
@@ -155,7 +164,7 @@ func Start(cfg Config) (*Node, error) {
 			return nil, err
 		}
 	}
-	n := &Node{Store: st, Clock: clk, Persistence: pdb, done: make(chan struct{})}
+	n := &Node{Store: st, Clock: clk, Persistence: pdb, certs: certs, done: make(chan struct{})}
 	fail := func(err error) (*Node, error) {
 		n.closeListeners()
 		closePersistence(pdb)
@@ -189,11 +198,6 @@ func Start(cfg Config) (*Node, error) {
 			"dir":                cfg.Dir,
 			"bind":               cfg.Bind,
 			"port":               strconv.Itoa(listenPort(n.lns)),
-			"tls-port":           strconv.Itoa(listenPort(n.tlsLns)),
-			"tls-cert-file":      cfg.TLSCertFile,
-			"tls-key-file":       cfg.TLSKeyFile,
-			"tls-ca-cert-file":   cfg.TLSCACertFile,
-			"tls-auth-clients":   cmp.Or(cfg.TLSAuthClients, TLSAuthYes),
 			"proto-max-bulk-len": strconv.FormatInt(cmp.Or(cfg.MaxBulkLen, 512<<20), 10),
 			"debug-clock":        yesNo(cfg.DebugClock),
 			"threads":            strconv.Itoa(cmp.Or(cfg.Threads, runtime.GOMAXPROCS(0))),
@@ -201,6 +205,7 @@ func Start(cfg Config) (*Node, error) {
 			"replication":        replicationMode(cfg.Raft),
 			"metrics-addr":       n.MetricsAddr(),
 		},
+		Extra: tlsSettings(&cfg, certs, listenPort(n.tlsLns)),
 	})
 	if err != nil {
 		return fail(err)
@@ -208,7 +213,7 @@ func Start(cfg Config) (*Node, error) {
 	n.Commands = cmds
 	sweepNow := clk.Now
 	if cfg.Raft != nil {
-		if n.raft, err = startRaft(&cfg, cmds, n.Addr(), clk); err != nil {
+		if n.raft, err = startRaft(&cfg, cmds, n.respAddr(cfg.TLSReplication), certs, clk); err != nil {
 			n.closeListeners()
 			return nil, err
 		}
@@ -335,6 +340,15 @@ func (n *Node) closeListeners() {
 // Addr returns the plain TCP address the node listens on (the first bind
 // address's), "" with port 0.
 func (n *Node) Addr() string { return listenAddr(n.lns) }
+
+// respAddr is the RESP address other members reach this one at: the TLS
+// one under tls-replication, the plain one otherwise.
+func (n *Node) respAddr(tls bool) string {
+	if tls {
+		return n.TLSAddr()
+	}
+	return n.Addr()
+}
 
 // TLSAddr returns the TLS address the node listens on (the first bind
 // address's), "" without tls-port.

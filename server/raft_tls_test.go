@@ -1,0 +1,227 @@
+package server_test
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/throttleddb/throttled/internal/proc"
+	"github.com/throttleddb/throttled/internal/testcert"
+	"github.com/throttleddb/throttled/internal/testlog"
+	"github.com/throttleddb/throttled/internal/testwait"
+	"github.com/throttleddb/throttled/replication/raft"
+	"github.com/throttleddb/throttled/server"
+)
+
+// tlsMember is one member of a Raft group under tls-replication: no plain
+// port, a TLS port, Raft traffic over TLS on a real loopback socket.
+type tlsMember struct {
+	id     string
+	node   *server.Node
+	client *redis.Client
+}
+
+// memberFiles are a member's certificate, key and CA.
+type memberFiles struct{ cert, key, ca string }
+
+// tlsCluster starts one member per entry of files, all given the same
+// peers, so that they bootstrap one cluster.
+func tlsCluster(t *testing.T, certs testcert.Files, files []memberFiles) []*tlsMember {
+	t.Helper()
+	peers := map[string]string{}
+	for i := range files {
+		port, err := proc.FreePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		peers[fmt.Sprintf("n%d", i+1)] = proc.Addr(port)
+	}
+	var members []*tlsMember
+	for i, f := range files {
+		id := fmt.Sprintf("n%d", i+1)
+		tlsPort, err := proc.FreePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := server.Start(server.Config{Bind: "127.0.0.1", Port: 0, TLSPort: tlsPort,
+			TLSCertFile: f.cert, TLSKeyFile: f.key, TLSCACertFile: f.ca, TLSReplication: true,
+			Dir: t.TempDir(), Logger: testlog.Slog(t, slog.LevelWarn).With("member", id),
+			Raft: &server.RaftConfig{NodeID: id, ClusterAddr: peers[id], Peers: peers, ApplyTimeout: 2 * time.Second,
+				Tuning: raft.Tuning{Heartbeat: 200 * time.Millisecond, Election: 200 * time.Millisecond,
+					LeaderLease: 100 * time.Millisecond, TrailingLogs: 16}}})
+		if err != nil {
+			t.Fatalf("start %s: %v", id, err)
+		}
+		t.Cleanup(func() { n.Close() })
+		// Clients of the cluster's CA.
+		c := redis.NewClient(&redis.Options{Addr: n.TLSAddr(), TLSConfig: certs.Client(), Protocol: 2,
+			MaxRetries: -1, DialTimeout: 5 * time.Second})
+		t.Cleanup(func() { c.Close() })
+		members = append(members, &tlsMember{id: id, node: n, client: c})
+	}
+	return members
+}
+
+// leaderOf waits until every member of ms names the same leader, at its TLS
+// address, and returns it.
+func leaderOf(t *testing.T, ms []*tlsMember) *tlsMember {
+	t.Helper()
+	var lead *tlsMember
+	testwait.For(t, 20*time.Second, "a leader every member names", func() bool {
+		lead = nil
+		for _, m := range ms {
+			pair, err := m.client.Do(context.Background(), "RAFT", "LEADER").Slice()
+			if err != nil || len(pair) != 2 {
+				return false
+			}
+			for _, o := range ms {
+				if o.id == pair[0] && pair[1] == o.node.TLSAddr() && (lead == nil || lead == o) {
+					lead = o
+				}
+			}
+			if lead == nil || lead.id != pair[0] {
+				return false
+			}
+		}
+		return true
+	})
+	return lead
+}
+
+func memberFilesOf(f testcert.Files) memberFiles {
+	return memberFiles{f.ServerCert, f.ServerKey, f.CACert}
+}
+
+// TestRaftTLS_Cluster: three members with tls-replication yes and no plain
+// port elect a leader over TLS, announce their TLS addresses, and a command
+// sent to a follower is forwarded to the leader over TLS and applied on
+// every member.
+func TestRaftTLS_Cluster(t *testing.T) {
+	certs := testcert.Make(t)
+	mf := memberFilesOf(certs)
+	ms := tlsCluster(t, certs, []memberFiles{mf, mf, mf})
+	lead := leaderOf(t, ms)
+	ctx := context.Background()
+	var follower *tlsMember
+	for _, m := range ms {
+		if m != lead {
+			follower = m
+		}
+	}
+	got, err := follower.client.Do(ctx, "CL.THROTTLE", "k", 0, 1, 60).Slice()
+	if err != nil || len(got) != 5 || got[0] != int64(0) {
+		t.Fatalf("CL.THROTTLE through follower %s = %v, %v; want allowed", follower.id, got, err)
+	}
+	if err := follower.client.Set(ctx, "s", "through a follower", 0).Err(); err != nil {
+		t.Fatalf("SET through follower %s: %v", follower.id, err)
+	}
+	// Reads go through the log: every member answers what was written.
+	for _, m := range ms {
+		if v, err := m.client.Get(ctx, "s").Result(); err != nil || v != "through a follower" {
+			t.Errorf("GET on %s = %q, %v", m.id, v, err)
+		}
+		if got, err := m.client.Do(ctx, "CL.THROTTLE", "k", 0, 1, 60, 0).Slice(); err != nil || got[2] != int64(0) {
+			t.Errorf("peek on %s = %v, %v; want remaining 0", m.id, got, err)
+		}
+	}
+	members, err := lead.client.Do(ctx, "RAFT", "MEMBERS").Slice()
+	if err != nil || len(members) != 3 {
+		t.Fatalf("RAFT MEMBERS = %v, %v", members, err)
+	}
+	for _, row := range members {
+		r := row.([]any)
+		for _, m := range ms {
+			if r[0] == m.id && r[2] != m.node.TLSAddr() {
+				t.Errorf("RAFT MEMBERS gives %s at %v, want its TLS address %s", m.id, r[2], m.node.TLSAddr())
+			}
+		}
+	}
+	if cfg, err := lead.client.ConfigGet(ctx, "tls-replication").Result(); err != nil || cfg["tls-replication"] != "yes" {
+		t.Errorf("CONFIG GET tls-replication = %v, %v", cfg, err)
+	}
+}
+
+// TestRaftTLS_Intruder: a member whose certificate another CA signed (and
+// which trusts that CA only) is listed in the peers, but the other two
+// neither take its Raft traffic nor let it take theirs: they elect a leader
+// and serve between themselves, and it never learns of the leader nor
+// applies an entry. A plain TCP transport would have let it in.
+func TestRaftTLS_Intruder(t *testing.T) {
+	certs := testcert.Make(t)
+	mf := memberFilesOf(certs)
+	ms := tlsCluster(t, certs, []memberFiles{mf, mf, {certs.OtherServerCert, certs.OtherServerKey, certs.OtherCACert}})
+	good, intruder := ms[:2], ms[2]
+	lead := leaderOf(t, good)
+	ctx := context.Background()
+	for _, m := range good {
+		if err := m.client.Incr(ctx, "n").Err(); err != nil {
+			t.Fatalf("INCR on %s: %v", m.id, err)
+		}
+	}
+	// The intruder's clients show a certificate of its CA.
+	otherCert, err := tls.LoadX509KeyPair(certs.OtherCert, certs.OtherKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := &tls.Config{InsecureSkipVerify: true, Certificates: []tls.Certificate{otherCert}}
+	ic := redis.NewClient(&redis.Options{Addr: intruder.node.TLSAddr(), TLSConfig: other, Protocol: 2, MaxRetries: -1})
+	defer ic.Close()
+	// The intruder holds a command until it knows a leader, then answers
+	// CLUSTERDOWN at its apply timeout (2 s): by then the leader has sent
+	// it heartbeats for seconds, every one refused at the handshake.
+	err = ic.Incr(ctx, "n").Err()
+	if err == nil || !strings.HasPrefix(err.Error(), "CLUSTERDOWN") {
+		t.Errorf("INCR on the intruder: %v, want CLUSTERDOWN", err)
+	}
+	if pair, err := ic.Do(ctx, "RAFT", "LEADER").Result(); err != redis.Nil {
+		t.Errorf("RAFT LEADER on the intruder = %v, %v; want none", pair, err)
+	}
+	info, err := ic.Info(ctx, "replication").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(info, "raft_commit_index:0\r\n") || !strings.Contains(info, "raft_applied_index:0\r\n") {
+		t.Errorf("the intruder's INFO replication shows entries it should never have got:\n%s", info)
+	}
+	if v, err := lead.client.Get(ctx, "n").Result(); err != nil || v != "2" {
+		t.Errorf("GET n on the leader = %q, %v; want 2 (the intruder's INCR never applied)", v, err)
+	}
+}
+
+// TestRaftTLS_Config: tls-replication without what it needs stops the
+// start with one line, before anything is opened.
+func TestRaftTLS_Config(t *testing.T) {
+	certs := testcert.Make(t)
+	rc := func() *server.RaftConfig {
+		return &server.RaftConfig{NodeID: "n1", ClusterAddr: "127.0.0.1:1", Peers: map[string]string{"n1": "127.0.0.1:1"}}
+	}
+	for _, tc := range []struct {
+		name string
+		cfg  server.Config
+		want string
+	}{
+		{"no CA", server.Config{TLSPort: 1, TLSCertFile: certs.ServerCert, TLSKeyFile: certs.ServerKey, TLSAuthClients: "no", TLSReplication: true},
+			"tls-replication yes needs tls-ca-cert-file"},
+		{"no certificate", server.Config{Port: 1, TLSReplication: true}, "tls-replication yes needs tls-cert-file and tls-key-file"},
+		{"no tls-port", server.Config{Port: 1, TLSCertFile: certs.ServerCert, TLSKeyFile: certs.ServerKey, TLSCACertFile: certs.CACert, TLSReplication: true, Raft: rc()},
+			"--tls-replication yes needs --tls-port"},
+		{"TLS only, no tls-replication", server.Config{TLSPort: 1, TLSCertFile: certs.ServerCert, TLSKeyFile: certs.ServerKey, TLSCACertFile: certs.CACert, Raft: rc()},
+			"needs the plain --port, or --tls-replication yes"},
+		{"client-only certificate", server.Config{TLSPort: 1, TLSCertFile: certs.ClientCert, TLSKeyFile: certs.ClientKey, TLSCACertFile: certs.CACert, TLSReplication: true},
+			"server (serverAuth) use"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.cfg.Bind, tc.cfg.Dir = "127.0.0.1", t.TempDir()
+			_, err := server.Start(tc.cfg)
+			if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
+				t.Errorf("Start = %v, want one line about %q", err, tc.want)
+			}
+		})
+	}
+}
