@@ -45,27 +45,50 @@ func tlsCluster(t *testing.T, certs testcert.Files, files []memberFiles) []*tlsM
 	var members []*tlsMember
 	for i, f := range files {
 		id := fmt.Sprintf("n%d", i+1)
-		tlsPort, err := proc.FreePort()
-		if err != nil {
-			t.Fatal(err)
-		}
-		n, err := server.Start(server.Config{Bind: "127.0.0.1", Port: 0, TLSPort: tlsPort,
-			TLSCertFile: f.cert, TLSKeyFile: f.key, TLSCACertFile: f.ca, TLSReplication: true,
-			Dir: t.TempDir(), Logger: testlog.Slog(t, slog.LevelWarn).With("member", id),
-			Raft: &server.RaftConfig{NodeID: id, ClusterAddr: peers[id], Peers: peers, ApplyTimeout: 2 * time.Second,
-				Tuning: raft.Tuning{Heartbeat: 200 * time.Millisecond, Election: 200 * time.Millisecond,
-					LeaderLease: 100 * time.Millisecond, TrailingLogs: 16}}})
-		if err != nil {
-			t.Fatalf("start %s: %v", id, err)
-		}
-		t.Cleanup(func() { n.Close() })
-		// Clients of the cluster's CA.
-		c := redis.NewClient(&redis.Options{Addr: n.TLSAddr(), TLSConfig: certs.Client(), Protocol: 2,
-			MaxRetries: -1, DialTimeout: 5 * time.Second})
-		t.Cleanup(func() { c.Close() })
-		members = append(members, &tlsMember{id: id, node: n, client: c})
+		members = append(members, startTLSMember(t, certs, id, peers[id], peers, "", f))
 	}
 	return members
+}
+
+// startTLSMember starts one member: with peers it bootstraps, with join it
+// asks that RESP address to add it.
+func startTLSMember(t *testing.T, certs testcert.Files, id, clusterAddr string, peers map[string]string, join string, f memberFiles) *tlsMember {
+	t.Helper()
+	tlsPort, err := proc.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := server.Start(server.Config{Bind: "127.0.0.1", Port: 0, TLSPort: tlsPort,
+		TLSCertFile: f.cert, TLSKeyFile: f.key, TLSCACertFile: f.ca, TLSReplication: true,
+		Dir: t.TempDir(), Logger: testlog.Slog(t, slog.LevelWarn).With("member", id),
+		Raft: &server.RaftConfig{NodeID: id, ClusterAddr: clusterAddr, Peers: peers, Join: join, ApplyTimeout: 2 * time.Second,
+			Tuning: raft.Tuning{Heartbeat: 200 * time.Millisecond, Election: 200 * time.Millisecond,
+				LeaderLease: 100 * time.Millisecond, TrailingLogs: 16}}})
+	if err != nil {
+		t.Fatalf("start %s: %v", id, err)
+	}
+	t.Cleanup(func() { n.Close() })
+	// A client of the cluster's CA.
+	c := redis.NewClient(&redis.Options{Addr: n.TLSAddr(), TLSConfig: certs.Client(), Protocol: 2,
+		MaxRetries: -1, DialTimeout: 5 * time.Second})
+	t.Cleanup(func() { c.Close() })
+	return &tlsMember{id: id, node: n, client: c}
+}
+
+// membersOf returns RAFT MEMBERS of m by id: [cluster-addr, resp-addr,
+// role, reachable].
+func membersOf(t *testing.T, m *tlsMember) map[string][]any {
+	t.Helper()
+	rows, err := m.client.Do(context.Background(), "RAFT", "MEMBERS").Slice()
+	if err != nil {
+		t.Fatalf("RAFT MEMBERS on %s: %v", m.id, err)
+	}
+	out := map[string][]any{}
+	for _, row := range rows {
+		r := row.([]any)
+		out[r[0].(string)] = r[1:]
+	}
+	return out
 }
 
 // leaderOf waits until every member of ms names the same leader, at its TLS
@@ -130,16 +153,19 @@ func TestRaftTLS_Cluster(t *testing.T) {
 			t.Errorf("peek on %s = %v, %v; want remaining 0", m.id, got, err)
 		}
 	}
-	members, err := lead.client.Do(ctx, "RAFT", "MEMBERS").Slice()
-	if err != nil || len(members) != 3 {
-		t.Fatalf("RAFT MEMBERS = %v, %v", members, err)
-	}
-	for _, row := range members {
-		r := row.([]any)
+	testwait.For(t, 10*time.Second, "every member reachable over TLS", func() bool {
+		members := membersOf(t, lead)
 		for _, m := range ms {
-			if r[0] == m.id && r[2] != m.node.TLSAddr() {
-				t.Errorf("RAFT MEMBERS gives %s at %v, want its TLS address %s", m.id, r[2], m.node.TLSAddr())
+			if r := members[m.id]; r == nil || r[3] != int64(1) {
+				return false
 			}
+		}
+		return true
+	})
+	members := membersOf(t, lead)
+	for _, m := range ms {
+		if r := members[m.id]; r[1] != m.node.TLSAddr() {
+			t.Errorf("RAFT MEMBERS gives %s at %v, want its TLS address %s", m.id, r[1], m.node.TLSAddr())
 		}
 	}
 	if cfg, err := lead.client.ConfigGet(ctx, "tls-replication").Result(); err != nil || cfg["tls-replication"] != "yes" {
@@ -191,6 +217,28 @@ func TestRaftTLS_Intruder(t *testing.T) {
 	}
 	if v, err := lead.client.Get(ctx, "n").Result(); err != nil || v != "2" {
 		t.Errorf("GET n on the leader = %q, %v; want 2 (the intruder's INCR never applied)", v, err)
+	}
+	// The leader reaches the other good member, never the intruder: its
+	// probe must pass the handshake.
+	if r := membersOf(t, lead)[intruder.id]; r == nil || r[3] != int64(0) {
+		t.Errorf("RAFT MEMBERS on the leader shows the intruder as %v, want unreachable", r)
+	}
+
+	// Joining: a node of the other CA asks first, then one of ours. Ours
+	// becomes a member; the other, which asked before, never does (its
+	// RAFT JOIN dies at the handshake with the leader's TLS port).
+	join := func(id string, f memberFiles) *tlsMember {
+		port, err := proc.FreePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return startTLSMember(t, certs, id, proc.Addr(port), nil, lead.node.TLSAddr(), f)
+	}
+	join("n4", memberFiles{certs.OtherServerCert, certs.OtherServerKey, certs.OtherCACert})
+	join("n5", memberFilesOf(certs))
+	testwait.For(t, 20*time.Second, "n5 joined", func() bool { return membersOf(t, lead)["n5"] != nil })
+	if r := membersOf(t, lead)["n4"]; r != nil {
+		t.Errorf("the other CA's node joined: %v", r)
 	}
 }
 

@@ -38,8 +38,9 @@ type Config struct {
 	// (the members share their requirepass).
 	Password string
 	// TLS, when set, is how this node dials other members' RESP
-	// addresses (forwarding, joining): they are TLS ports
-	// (tls-replication; tlsconf.Certs.MemberClient). nil: plain TCP.
+	// addresses (forwarding, joining), which are then TLS ports, and
+	// probes their cluster addresses (tls-replication;
+	// tlsconf.Certs.MemberClient). nil: plain TCP.
 	TLS *tls.Config
 	// ApplyTimeout bounds a command's wait for the cluster (default 2s):
 	// after it the client gets CLUSTERDOWN or TRYAGAIN.
