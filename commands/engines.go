@@ -77,6 +77,11 @@ type limit struct {
 	tat    int64  // GCRA: the stored TAT
 	newTAT int64  // GCRA: the TAT to store on commit
 	res    engines.Result
+	// On a mesh node (mesh.go): the state to store on commit, when the
+	// state is full, and whether there is anything to store.
+	next   []byte
+	fullAt int64
+	write  bool
 }
 
 // parseEngineLimit parses "key p1 p2 [p3] [quantity] [SUBWINDOWS n] [MS]"
@@ -170,6 +175,9 @@ func engineError(err error) string {
 
 // load reads the key's current state; an error is the reply text.
 func (l *limit) load(c *Ctx) string {
+	if c.srv.mesh != nil {
+		return l.loadMerged(c)
+	}
 	v, ok := c.Tx.Get(c.DB(), l.key)
 	l.exists = ok
 	if !ok {
@@ -204,7 +212,11 @@ func wrongKind(have store.Kind, want string) string {
 
 // check decides the request without changing anything; an error is the
 // reply text.
-func (l *limit) check(now int64) string {
+func (l *limit) check(c *Ctx) string {
+	if c.srv.mesh != nil {
+		return l.checkMerged(c)
+	}
+	now := c.Tx.Now()
 	if l.fam == nil {
 		newTAT, _, r, err := gcra.Decide(l.tat, l.gp, now, l.qty)
 		if err != nil {
@@ -225,6 +237,10 @@ func (l *limit) check(now int64) string {
 // commit records the admitted request. Only call it when check allowed it
 // and the quantity is positive.
 func (l *limit) commit(c *Ctx) string {
+	if c.srv.mesh != nil {
+		l.commitMerged(c)
+		return ""
+	}
 	db, now := c.DB(), c.Tx.Now()
 	if l.fam == nil {
 		putTAT(c, db, l.key, l.newTAT, l.exists)
@@ -288,20 +304,27 @@ func gcraResult(r gcra.Result) engines.Result {
 func engineThrottle(f *family) func(c *Ctx) {
 	return func(c *Ctx) {
 		l, _, errText := parseEngineLimit(f, c.Args[1:], false)
-		if errText == "" {
-			errText = l.load(c)
-		}
-		if errText == "" {
-			errText = l.check(c.Tx.Now())
-		}
-		if errText == "" && !l.res.Limited && l.qty > 0 {
-			errText = l.commit(c)
-		}
 		if errText != "" {
 			c.W.Error(errText)
 			return
 		}
-		c.decide(l.qty, l.res.Limited)
-		l.reply(c)
+		l.run(c)
 	}
+}
+
+// run decides one limit and replies.
+func (l *limit) run(c *Ctx) {
+	errText := l.load(c)
+	if errText == "" {
+		errText = l.check(c)
+	}
+	if errText == "" && !l.res.Limited && l.qty > 0 {
+		errText = l.commit(c)
+	}
+	if errText != "" {
+		c.W.Error(errText)
+		return
+	}
+	c.decide(l.qty, l.res.Limited)
+	l.reply(c)
 }

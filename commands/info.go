@@ -147,6 +147,9 @@ func (s *Server) infoSection(b []byte, sec string) []byte {
 		if s.cluster != nil {
 			b = s.cluster.AppendInfo(b)
 		}
+		if s.mesh != nil {
+			b = s.mesh.AppendInfo(b)
+		}
 	case "cpu":
 		u, sys := cpuTimes()
 		line("used_cpu_sys", fmt.Sprintf("%.6f", sys))

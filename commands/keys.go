@@ -33,7 +33,7 @@ func typeCmd(c *Ctx) {
 		c.W.Status("none")
 		return
 	}
-	c.W.Status(v.Kind.TypeName())
+	c.W.Status(typeName(v))
 }
 
 func keys(c *Ctx) {
@@ -92,7 +92,7 @@ func scan(c *Ctx) {
 		if hasPat && !globMatch(pat, k) {
 			return
 		}
-		if hasType && v.Kind.TypeName() != typ {
+		if hasType && typeName(v) != typ {
 			return
 		}
 		found = append(found, k)

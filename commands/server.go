@@ -95,7 +95,9 @@ type Server struct {
 	// cluster takes the keyspace commands of a replicated node (nil: run
 	// them at once); applying is the state Apply runs commands with, used
 	// by the replication mode's one applying goroutine.
-	cluster  Cluster
+	cluster Cluster
+	// mesh is the active-active mode of a mesh node (nil: not one).
+	mesh     Mesh
 	applying connState
 	// replayed are the users of the rules that came with applied
 	// commands (replayUser); only the applying goroutine uses it.
@@ -316,6 +318,10 @@ func (s *Server) execute(c *resp.Conn, w *resp.Writer, st *connState, spec *Spec
 	st.locks.Reset()
 	s.addLocks(&st.locks, spec, args)
 	s.store.Lock(&st.locks)
+	if s.mesh != nil {
+		// Read with the locks held: see Mesh.Now.
+		now = s.mesh.Now()
+	}
 	st.ctx = Ctx{srv: s, Conn: c, W: w, Args: args, Tx: s.store.Tx(now), st: st}
 	s.run(&st.ctx, spec, start)
 	st.ctx.Args = nil // they alias the reader's buffer
@@ -346,7 +352,11 @@ func (s *Server) addLocks(l *store.LockSet, spec *Spec, args [][]byte) {
 // Operations).
 func (s *Server) run(c *Ctx, spec *Spec, start time.Time) {
 	mark := c.W.Len()
-	spec.Run(c)
+	if msg := s.meshRefusal(spec); msg != "" {
+		c.W.Error(msg)
+	} else {
+		spec.Run(c)
+	}
 	took := time.Since(start)
 	b := c.W.Bytes()
 	s.stats[spec].of(spec, c.Args).record(took, len(b) > mark && b[mark] == '-', c.decision)

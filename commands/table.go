@@ -297,6 +297,14 @@ var specs = []*Spec{
 			{Name: "transfer", Categories: CatAdmin | CatSlow | CatDangerous},
 		}, Run: raftCmd},
 
+	// Active-active replication (replication/crdt answers it)
+	{Name: "crdt", Arity: -2, Flags: NoScript | NoQueue, Categories: CatSlow, Group: "cluster", Summary: "A container for active-active (CRDT) replication commands.",
+		Subcommands: []Sub{
+			{Name: "help", Categories: CatSlow},
+			{Name: "peer", Categories: CatAdmin | CatSlow | CatDangerous},
+			{Name: "peers", Categories: CatSlow},
+		}, Run: crdtCmd},
+
 	// cluster and sentinel: answered as Redis does with cluster support off.
 	// Redis 7.0 (not a sentinel) calls SENTINEL an unknown command; we answer
 	// it like the cluster commands, so clients that probe for a sentinel or a

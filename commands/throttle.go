@@ -50,6 +50,11 @@ func clThrottle(c *Ctx) {
 		c.W.Error(cellError(err))
 		return
 	}
+	if c.srv.mesh != nil {
+		l := limit{key: c.Args[1], gp: p, qty: nums[3]}
+		l.run(c)
+		return
+	}
 	db, key := c.DB(), c.Args[1]
 	v, exists := c.Tx.Get(db, key)
 	var tat int64

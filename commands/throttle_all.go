@@ -65,7 +65,6 @@ func throttleAll(c *Ctx) {
 		c.W.Error(errSyntax)
 		return
 	}
-	now := c.Tx.Now()
 	limited := false
 	for i := range limits {
 		l := &limits[i]
@@ -73,7 +72,7 @@ func throttleAll(c *Ctx) {
 			c.W.Error(errText)
 			return
 		}
-		if errText := l.check(now); errText != "" {
+		if errText := l.check(c); errText != "" {
 			c.W.Error(errText)
 			return
 		}
@@ -91,7 +90,7 @@ func throttleAll(c *Ctx) {
 			}
 		case limited && !l.res.Limited:
 			l.qty = 0
-			l.check(now) // a peek cannot fail where the real check did not
+			l.check(c) // a peek cannot fail where the real check did not
 		}
 	}
 	c.decide(qty, limited)

@@ -24,6 +24,7 @@ import (
 	"github.com/throttleddb/throttled/commands"
 	"github.com/throttleddb/throttled/internal/tlsconf"
 	"github.com/throttleddb/throttled/persistence"
+	"github.com/throttleddb/throttled/replication/crdt"
 	"github.com/throttleddb/throttled/resp"
 	"github.com/throttleddb/throttled/store"
 )
@@ -98,7 +99,10 @@ type Config struct {
 	// Prometheus metrics (see metrics.go); port 0 picks a free one.
 	MetricsAddr string
 	// Raft makes the node a member of a Raft group; nil runs a single node.
-	Raft   *RaftConfig
+	Raft *RaftConfig
+	// CRDT makes the node one of an active-active mesh; nil runs a single
+	// node.
+	CRDT   *CRDTConfig
 	Logger *slog.Logger
 }
 
@@ -115,6 +119,7 @@ type Node struct {
 	Persistence *persistence.DB
 	raft        *raftNode
 	certs       *tlsconf.Certs // nil without TLS
+	mesh        *crdt.Node
 	net         *resp.Server
 	lns, tlsLns []net.Listener // one per bind address; none when the port is 0
 	metrics     *metricsServer // nil without MetricsAddr
@@ -145,6 +150,15 @@ func Start(cfg Config) (*Node, error) {
 	}
 	if cfg.Raft != nil {
 		if err := checkRaft(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.CRDT != nil {
+		if err := checkCRDT(&cfg); err != nil {
+			return nil, err
+		}
+	} else if cfg.Dir != "" {
+		if err := checkNotCRDT(cfg.Dir); err != nil {
 			return nil, err
 		}
 	}
@@ -202,7 +216,7 @@ func Start(cfg Config) (*Node, error) {
 			"debug-clock":        yesNo(cfg.DebugClock),
 			"threads":            strconv.Itoa(cmp.Or(cfg.Threads, runtime.GOMAXPROCS(0))),
 			"config-file":        cfg.ConfigFile,
-			"replication":        replicationMode(cfg.Raft),
+			"replication":        replicationMode(&cfg),
 			"metrics-addr":       n.MetricsAddr(),
 		},
 		Extra: tlsSettings(&cfg, certs, listenPort(n.tlsLns)),
@@ -220,6 +234,15 @@ func Start(cfg Config) (*Node, error) {
 		// A replica changes its keyspace only by applying the log, so
 		// its expiry follows the log's time, never its own clock.
 		sweepNow = n.raft.AppliedInstant
+	}
+	if cfg.CRDT != nil {
+		// The incarnation is taken once the data folder is open: a
+		// start that fails before does not use one up.
+		if n.mesh, err = startCRDT(&cfg, cmds, st, clk); err != nil {
+			n.closeListeners()
+			closePersistence(pdb)
+			return nil, err
+		}
 	}
 	n.net = resp.NewServer(resp.Config{
 		Limits:      resp.Limits{MaxBulkLen: cfg.MaxBulkLen},
@@ -390,6 +413,9 @@ func (n *Node) Close() error {
 		if n.raft != nil {
 			err = errors.Join(err, n.raft.close())
 		}
+		if n.mesh != nil {
+			err = errors.Join(err, n.mesh.Close())
+		}
 		if n.Persistence != nil {
 			err = errors.Join(err, n.Persistence.Close())
 		}
@@ -436,9 +462,12 @@ func yesNo(b bool) string {
 	return "no"
 }
 
-func replicationMode(r *RaftConfig) string {
-	if r != nil {
+func replicationMode(cfg *Config) string {
+	switch {
+	case cfg.Raft != nil:
 		return "raft"
+	case cfg.CRDT != nil:
+		return "crdt"
 	}
 	return "none"
 }

@@ -33,7 +33,9 @@ import (
 // same whether it is held as an int64 or as bytes (a replica's choice of
 // representation can depend on its history), and an engine state by its kind
 // as TYPE names it. Nothing else of an entry (access time, persistence
-// bookkeeping) takes part.
+// bookkeeping) takes part. A merged state (KindMerged) digests with expiry 0:
+// each node derives its expiry from the bytes and from when it learnt them,
+// so equal bytes are the convergence that matters.
 
 // Digest returns the digest of every database at the transaction's instant:
 // each live key with its value and expiry. Keys past their expiry are not
@@ -50,7 +52,11 @@ func (t Tx) Digest() [sha1.Size]byte {
 				}
 				d.h.Reset()
 				d.buf = binary.BigEndian.AppendUint64(d.buf[:0], uint64(db))
-				d.buf = binary.BigEndian.AppendUint64(d.buf, uint64(e.expireMs))
+				exp := e.expireMs
+				if e.kind == KindMerged {
+					exp = 0
+				}
+				d.buf = binary.BigEndian.AppendUint64(d.buf, uint64(exp))
 				d.buf = binary.BigEndian.AppendUint64(d.buf, uint64(len(k)))
 				d.buf = append(d.buf, k...)
 				d.h.Write(d.buf)

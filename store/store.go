@@ -289,6 +289,39 @@ func (s *Store) Unlock(l *LockSet) {
 	}
 }
 
+// Barrier waits until every command holding a shard lock has finished: it
+// takes and releases each shard's lock in turn, never two at once, so
+// commands hardly notice. The active-active mode uses it to know that every
+// command that read the clock before some instant has written.
+func (s *Store) Barrier() {
+	for i := range s.shards {
+		s.shards[i].mu.Lock()
+		s.shards[i].mu.Unlock() //nolint:staticcheck // an empty critical section is the point
+	}
+}
+
+// Shards returns how many shards the store has.
+func (s *Store) Shards() int { return len(s.shards) }
+
+// EachInShard calls fn, with shard i locked, for every live key of shard i
+// at instant now in every database, with its value and expiry (Unix ms, 0
+// for none). key and v are valid only during the call. It lets a caller
+// walk the whole keyspace one shard at a time, holding up one shard's
+// commands at a time.
+func (s *Store) EachInShard(i int, now int64, fn func(db int, key string, v Value, expireMs int64)) {
+	sh := &s.shards[i]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	t := s.Tx(now)
+	for db, m := range sh.dbs {
+		for k, e := range m {
+			if !t.expired(e) {
+				fn(db, k, e.value(), e.expireMs)
+			}
+		}
+	}
+}
+
 // Tx works on the keyspace at one instant. Its methods assume the caller holds
 // the locks of the shards they touch (see Lock); the whole-keyspace methods
 // assume every shard is locked.

@@ -19,6 +19,13 @@ const (
 	KindSWC // sliding window counter
 	KindTB  // token bucket
 	KindLB  // leaky bucket
+
+	// KindMerged is a state of the active-active mode (--replication
+	// crdt): a mergeable string or rate-limit state of package
+	// replication/crdt/mstate, its encoded bytes (Value.Bytes), whose
+	// second byte says which. Its expiry is derived from the bytes by the
+	// node that holds it, so digests leave it out (see Digest).
+	KindMerged
 )
 
 // TypeName is what TYPE answers for a key of this kind, and what SCAN's TYPE
@@ -38,6 +45,8 @@ func (k Kind) TypeName() string {
 		return "tb"
 	case KindLB:
 		return "lb"
+	case KindMerged:
+		return "merged"
 	}
 	return "none"
 }

@@ -23,7 +23,6 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/debug"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -51,6 +50,7 @@ type settings struct {
 	persistence string
 	replication string
 	raft        server.RaftConfig
+	crdt        server.CRDTConfig
 	peers       string
 	protected   bool
 	clients     commands.ClientLimits
@@ -92,11 +92,13 @@ func newFlags(stderr io.Writer) (*flag.FlagSet, *settings) {
 	fs.StringVar(&s.persistence, "persistence", "on", "on: keep state in --dir; off: in memory only")
 	fs.StringVar(&cfg.AppendFsync, "appendfsync", "everysec", "when changes are synced to disk: always (before each reply), everysec or no")
 	fs.StringVar(&s.logLevel, "loglevel", "info", "log level: debug, info, warn or error")
-	fs.StringVar(&s.replication, "replication", "none", "none: a single node; raft: a member of a Raft group (needs --dir)")
-	fs.StringVar(&s.raft.NodeID, "node-id", "", "raft: this member's id, unique in the cluster")
-	fs.StringVar(&s.raft.ClusterAddr, "cluster-addr", "", "raft: host:port to listen on for Raft traffic, and to advertise")
+	fs.StringVar(&s.replication, "replication", "none", "none: a single node; raft: a member of a Raft group (needs --dir); crdt: a node of an active-active mesh")
+	fs.StringVar(&s.raft.NodeID, "node-id", "", "raft, crdt: this node's id, unique in the cluster")
+	fs.StringVar(&s.raft.ClusterAddr, "cluster-addr", "", "raft, crdt: host:port to listen on for the cluster's traffic (raft: and to advertise)")
 	fs.StringVar(&s.raft.AnnounceAddr, "announce-addr", "", "raft: the RESP host:port other members and RAFT LEADER give out (default: --bind and --port)")
-	fs.StringVar(&s.peers, "peers", "", "raft: every member of a new cluster, this one included: id=host:port,... (cluster addresses); used once, to bootstrap")
+	fs.StringVar(&s.peers, "peers", "", "raft: every member of a new cluster, this one included, used once to bootstrap; crdt: the other nodes (its own id is skipped); id=host:port,... (cluster addresses)")
+	fs.DurationVar(&s.crdt.SyncInterval, "crdt-sync-interval", 5*time.Millisecond, "crdt: how often a node ships its changes to its peers")
+	fs.DurationVar(&s.crdt.MaxSkew, "crdt-max-skew", 100*time.Millisecond, "crdt: the largest clock difference tolerated with a peer; one further off is refused")
 	fs.StringVar(&s.raft.Join, "join", "", "raft: RESP host:port of a member of the cluster to join (instead of --peers)")
 	fs.DurationVar(&s.raft.ApplyTimeout, "raft-apply-timeout", 2*time.Second, "raft: longest wait for the cluster before a command answers CLUSTERDOWN or TRYAGAIN")
 	fs.IntVar(&cfg.Threads, "threads", 0, "event loops serving connections and running commands, and GOMAXPROCS (0: one per CPU)")
@@ -334,33 +336,43 @@ func applyConfigFile(fs *flag.FlagSet, path string, onCommandLine map[string]boo
 	return nil
 }
 
-// raftFlags are the settings that only mean something with --replication raft.
-var raftFlags = []string{"node-id", "cluster-addr", "announce-addr", "peers", "join", "raft-apply-timeout"}
+// The settings that only mean something in some replication modes, and
+// the modes that take them.
+var modeFlags = map[string]string{
+	"node-id": "raft or crdt", "cluster-addr": "raft or crdt", "peers": "raft or crdt",
+	"announce-addr": "raft", "join": "raft", "raft-apply-timeout": "raft",
+	"crdt-sync-interval": "crdt", "crdt-max-skew": "crdt",
+}
 
-// replicationConfig checks the replication settings and fills s.Raft.
+// replicationConfig checks the replication settings and fills s.Raft or
+// s.CRDT.
 func (s *settings) replicationConfig(fs *flag.FlagSet) error {
-	switch s.replication {
-	case "none":
-		var given []string
-		fs.Visit(func(f *flag.Flag) {
-			if slices.Contains(raftFlags, f.Name) {
-				given = append(given, "--"+f.Name)
-			}
-		})
-		if len(given) > 0 {
-			return fmt.Errorf("%s: only with --replication raft", strings.Join(given, ", "))
-		}
-		return nil
-	case "raft":
-	default:
-		return fmt.Errorf("--replication: want none or raft, got %q", s.replication)
+	if s.replication != "none" && s.replication != "raft" && s.replication != "crdt" {
+		return fmt.Errorf("--replication: want none, raft or crdt, got %q", s.replication)
 	}
-	if s.raft.ApplyTimeout <= 0 {
-		return fmt.Errorf("--raft-apply-timeout: must be positive, got %s", s.raft.ApplyTimeout)
+	var refused error
+	fs.Visit(func(f *flag.Flag) {
+		if modes, ok := modeFlags[f.Name]; ok && refused == nil && !strings.Contains(modes, s.replication) {
+			refused = fmt.Errorf("--%s: only with --replication %s", f.Name, modes)
+		}
+	})
+	if refused != nil || s.replication == "none" {
+		return refused
 	}
 	peers, err := parsePeers(s.peers)
 	if err != nil {
 		return fmt.Errorf("--peers: %w", err)
+	}
+	if s.replication == "crdt" {
+		if s.crdt.SyncInterval <= 0 {
+			return fmt.Errorf("--crdt-sync-interval: must be positive, got %s", s.crdt.SyncInterval)
+		}
+		s.crdt.NodeID, s.crdt.ClusterAddr, s.crdt.Peers = s.raft.NodeID, s.raft.ClusterAddr, peers
+		s.CRDT = &s.crdt
+		return nil
+	}
+	if s.raft.ApplyTimeout <= 0 {
+		return fmt.Errorf("--raft-apply-timeout: must be positive, got %s", s.raft.ApplyTimeout)
 	}
 	s.raft.Peers = peers
 	s.Raft = &s.raft

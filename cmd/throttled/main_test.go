@@ -238,7 +238,7 @@ func TestRun_BadReplicationSettings(t *testing.T) {
 		{append(raft, "--raft-apply-timeout", "0s"), "must be positive"},
 		{[]string{"--replication", "raft", "--cluster-addr", "127.0.0.1:7001", "--dir", dir}, "--node-id is required"},
 		{[]string{"--peers", "n1=127.0.0.1:7001", "--dir", dir}, "--peers: only with --replication raft"},
-		{[]string{"--replication", "paxos", "--dir", dir}, "want none or raft"},
+		{[]string{"--replication", "paxos", "--dir", dir}, "want none, raft or crdt"},
 	} {
 		var stderr bytes.Buffer
 		err := run(tc.args, io.Discard, &stderr)

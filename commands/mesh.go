@@ -1,0 +1,158 @@
+package commands
+
+import (
+	"errors"
+	"strings"
+
+	"github.com/throttleddb/throttled/engines"
+	"github.com/throttleddb/throttled/replication/crdt/mstate"
+	"github.com/throttleddb/throttled/resp"
+	"github.com/throttleddb/throttled/store"
+)
+
+// Active-active replication (--replication crdt): how commands run when the
+// node is one of a mesh.
+//
+// Every command still runs here and now, through the same Spec.Run as on a
+// single node; what changes is the state a key holds. A rate-limit key holds
+// a mergeable state (package replication/crdt/mstate, store.KindMerged)
+// that this node decides on as its own origin and other nodes' states join
+// into; the command tells the mesh which key it changed (Mesh.Changed) and
+// the mesh ships it. A command whose effect could not be merged is refused.
+
+// A Mesh is the active-active mode of a node (package replication/crdt
+// implements it).
+type Mesh interface {
+	// Origin is who this node writes as.
+	Origin() mstate.Origin
+	// Now is a command's instant, read once it holds its keys' locks: the
+	// mesh promises peers that no later stamp is earlier than a watermark
+	// it has sent.
+	Now() int64
+	// MaxSkew is the tolerated clock difference between nodes, in ns.
+	MaxSkew() int64
+	// Changed records that the command wrote key; the caller holds the
+	// key's shard lock.
+	Changed(db int, key []byte)
+	// Command runs a CRDT subcommand (args[0] is "CRDT").
+	Command(args [][]byte, w *resp.Writer)
+	// AppendInfo appends INFO replication's lines to b.
+	AppendInfo(b []byte) []byte
+}
+
+// SetMesh makes the server run as a node of m. Call it before the server
+// takes connections.
+func (s *Server) SetMesh(m Mesh) { s.mesh = m }
+
+// CRDT subcommand [arg ...]: the mesh answers it.
+func crdtCmd(c *Ctx) {
+	if c.srv.mesh == nil {
+		c.W.Error("ERR This instance has CRDT replication disabled (start it with --replication crdt)")
+		return
+	}
+	c.srv.mesh.Command(c.Args, c.W)
+}
+
+// meshRefusal is the error for a command a mesh node cannot run, "" for
+// the others: a write whose effect no merge could carry to the other nodes.
+// Rate-limit keys cannot be deleted (the other nodes' parts would bring the
+// state back), and flushing a database would not flush the others.
+func (s *Server) meshRefusal(spec *Spec) string {
+	if s.mesh == nil || spec.Flags&Write == 0 {
+		return ""
+	}
+	switch spec.Name {
+	case "cl.throttle", "fwc.throttle", "swl.throttle", "swc.throttle", "tb.throttle", "lb.throttle", "throttle.all",
+		"eval", "evalsha", "exec":
+		// Scripts and transactions are checked command by command.
+		return ""
+	case "flushdb", "flushall":
+		return "ERR " + strings.ToUpper(spec.Name) + " is not supported with --replication crdt: the other nodes would send the keys back"
+	}
+	return "ERR " + strings.ToUpper(spec.Name) + " is not supported with --replication crdt: only the rate-limit commands write there"
+}
+
+// mergedTypeName is what TYPE says of a mergeable state: the command
+// prefix of its algorithm ("cl", "fwc", ...).
+func mergedTypeName(v store.Value) string {
+	k, err := mstate.KindOf(v.Bytes)
+	if err != nil {
+		return "none"
+	}
+	return k.String()
+}
+
+// typeName is what TYPE says of a value.
+func typeName(v store.Value) string {
+	if v.Kind == store.KindMerged {
+		return mergedTypeName(v)
+	}
+	return v.Kind.TypeName()
+}
+
+// mergedKind is the mergeable algorithm of l.
+func (l *limit) mergedKind() mstate.Kind {
+	if l.fam == nil {
+		return mstate.GCRA
+	}
+	return mstate.Kind(l.eng.Kind())
+}
+
+// loadMerged reads the key's mergeable state; an error is the reply text.
+func (l *limit) loadMerged(c *Ctx) string {
+	v, ok := c.Tx.Get(c.DB(), l.key)
+	l.exists = ok
+	if !ok {
+		return ""
+	}
+	want := l.mergedKind()
+	if v.Kind != store.KindMerged {
+		return errWrongType
+	}
+	switch k, err := mstate.KindOf(v.Bytes); {
+	case err != nil:
+		return engineError(err)
+	case k != want:
+		return errWrongType + " (the key holds " + k.String() + " state, not " + want.String() + ")"
+	}
+	l.state = v.Bytes
+	return ""
+}
+
+// checkMerged decides the request on the mergeable state as this node's
+// origin, keeping what commit stores; an error is the reply text.
+func (l *limit) checkMerged(c *Ctx) string {
+	m := c.srv.mesh
+	var lim mstate.Limiter
+	var err error
+	if l.fam == nil {
+		lim, err = mstate.NewGCRA(l.gp)
+	} else {
+		lim, err = mstate.New(l.eng, m.MaxSkew())
+	}
+	if err == nil {
+		l.res, l.next, l.fullAt, l.write, err = lim.Decide(l.state, m.Origin(), c.Tx.Now(), l.qty)
+	}
+	switch {
+	case err == nil:
+		return ""
+	case l.fam == nil && !errors.Is(err, engines.ErrCorruptState):
+		return cellError(err)
+	}
+	return engineError(err)
+}
+
+// commitMerged stores what checkMerged decided and tells the mesh. The key
+// lives until the state is full, or longer if a merge said so.
+func (l *limit) commitMerged(c *Ctx) {
+	if !l.write {
+		return
+	}
+	db := c.DB()
+	exp := store.ExpiryAt(l.fullAt)
+	if old, ok := c.Tx.ExpireMs(db, l.key); ok && l.exists {
+		exp = max(exp, old)
+	}
+	c.Tx.Put(db, l.key, store.Value{Kind: store.KindMerged, Bytes: l.next}, exp)
+	c.srv.mesh.Changed(db, l.key)
+}

@@ -1,0 +1,181 @@
+package crdt
+
+import (
+	"bytes"
+	"math"
+	"slices"
+
+	"github.com/throttleddb/throttled/replication/crdt/mstate"
+	"github.com/throttleddb/throttled/store"
+)
+
+// How the node reads and writes the store: under the key's shard lock,
+// like a command, so a merge and a command on one key never interleave.
+
+// withKey runs fn with key's shard locked, at the node's instant.
+func (n *Node) withKey(key []byte, fn func(tx store.Tx)) {
+	var ls store.LockSet
+	ls.Add(n.store, key)
+	n.store.Lock(&ls)
+	defer n.store.Unlock(&ls)
+	fn(n.store.Tx(n.Now()))
+}
+
+// read returns the states of the dirty keys that still hold one.
+func (n *Node) read(dirty map[dbKey]struct{}) []entry {
+	entries := make([]entry, 0, len(dirty))
+	// In key order, so that a batch's bytes do not depend on map order.
+	keys := slices.SortedFunc(func(yield func(dbKey) bool) {
+		for k := range dirty {
+			if !yield(k) {
+				return
+			}
+		}
+	}, compareDBKey)
+	for _, k := range keys {
+		key := []byte(k.key)
+		n.withKey(key, func(tx store.Tx) {
+			v, ok := tx.Get(k.db, key)
+			if !ok || v.Kind != store.KindMerged {
+				return // gone since: expired, as it would be everywhere
+			}
+			exp, _ := tx.ExpireMs(k.db, key)
+			entries = append(entries, entry{db: k.db, key: key, expireMs: exp, state: slices.Clone(v.Bytes)})
+			n.noteUnfolded(k, v.Bytes)
+		})
+	}
+	return entries
+}
+
+func compareDBKey(a, b dbKey) int {
+	if a.db != b.db {
+		return a.db - b.db
+	}
+	return bytes.Compare([]byte(a.key), []byte(b.key))
+}
+
+// readAll returns every merged state in the store, one shard at a time: a
+// full sync for a newly connected peer.
+func (n *Node) readAll() []entry {
+	var entries []entry
+	now := n.Now()
+	for i := range n.store.Shards() {
+		n.store.EachInShard(i, now, func(db int, key string, v store.Value, expireMs int64) {
+			if v.Kind == store.KindMerged {
+				entries = append(entries, entry{db: db, key: []byte(key), expireMs: expireMs, state: slices.Clone(v.Bytes)})
+			}
+		})
+	}
+	return entries
+}
+
+// noteUnfolded remembers a debt log that holds events after its cut.
+func (n *Node) noteUnfolded(k dbKey, state []byte) {
+	newest, ok := mstate.Unfolded(state)
+	n.mu.Lock()
+	if ok {
+		n.unfolded[k] = newest
+	} else {
+		delete(n.unfolded, k)
+	}
+	n.mu.Unlock()
+}
+
+// merge joins a peer's state of a key into the store. It reports false
+// when the state cannot be merged (malformed, or another kind than the
+// key's here), which the caller logs.
+func (n *Node) merge(e entry) bool {
+	ok := true
+	n.withKey(e.key, func(tx store.Tx) {
+		v, exists := tx.Get(e.db, e.key)
+		var local []byte
+		var localExp int64
+		if exists {
+			if v.Kind != store.KindMerged {
+				ok = false
+				return
+			}
+			local = v.Bytes
+			localExp, _ = tx.ExpireMs(e.db, e.key)
+		}
+		merged, err := mstate.Merge(local, e.state)
+		if err != nil {
+			ok = false
+			return
+		}
+		if exists && bytes.Equal(merged, local) {
+			return
+		}
+		exp, err := expiryOf(merged, localExp, e.expireMs, exists)
+		if err != nil {
+			ok = false
+			return
+		}
+		if store.Expired(exp, tx.NowMs()) {
+			// Full already: as good as no state.
+			if exists {
+				tx.Delete(e.db, e.key)
+			}
+			return
+		}
+		tx.Put(e.db, e.key, store.Value{Kind: store.KindMerged, Bytes: merged}, exp)
+		n.noteUnfolded(dbKey{e.db, string(e.key)}, merged)
+	})
+	return ok
+}
+
+// expiryOf is the expiry (Unix ms) of a merged state: the later of the two
+// states' expiries (a window's part lives as long as it counts, whatever
+// the others) and, for a debt log, when the merged debt is repaid, which can
+// be later than either's (their debts add up).
+func expiryOf(merged []byte, localExp, remoteExp int64, exists bool) (int64, error) {
+	exp := remoteExp
+	if exists {
+		exp = max(exp, localExp)
+	}
+	bound, err := mstate.ExpiryBound(merged)
+	if err != nil {
+		return 0, err
+	}
+	if bound != math.MinInt64 {
+		exp = max(exp, store.ExpiryAt(bound))
+	}
+	return exp, nil
+}
+
+// fold folds the debt logs whose events are all before complete, so that
+// nodes knowing the same events end with the same bytes, and logs stay
+// short.
+func (n *Node) fold(complete int64) {
+	if complete == math.MinInt64 {
+		return
+	}
+	n.mu.Lock()
+	var due []dbKey
+	for k, newest := range n.unfolded {
+		if newest < complete {
+			due = append(due, k)
+		}
+	}
+	n.mu.Unlock()
+	for _, k := range due {
+		key := []byte(k.key)
+		n.withKey(key, func(tx store.Tx) {
+			v, ok := tx.Get(k.db, key)
+			if !ok || v.Kind != store.KindMerged {
+				n.noteUnfolded(k, nil)
+				return
+			}
+			folded, err := mstate.Fold(v.Bytes, complete)
+			if err != nil {
+				n.noteUnfolded(k, nil)
+				return
+			}
+			if !bytes.Equal(folded, v.Bytes) {
+				exp, _ := tx.ExpireMs(k.db, key)
+				tx.Put(k.db, key, store.Value{Kind: store.KindMerged, Bytes: folded}, exp)
+			}
+			n.noteUnfolded(k, folded)
+		})
+	}
+}

@@ -1,0 +1,365 @@
+package crdt
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"math"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/throttleddb/throttled/clock"
+	"github.com/throttleddb/throttled/replication/crdt/mstate"
+	"github.com/throttleddb/throttled/store"
+)
+
+// Defaults of Config.
+const (
+	DefaultSyncInterval = 5 * time.Millisecond
+	DefaultMaxSkew      = 100 * time.Millisecond
+)
+
+// Reconnection backoff: the first retry after minBackoff, doubling up to
+// maxBackoff, so a healed link is back within a fraction of a second.
+const (
+	minBackoff = 10 * time.Millisecond
+	maxBackoff = 200 * time.Millisecond
+)
+
+// Config configures a Node. ID, Clock and Transport are required.
+type Config struct {
+	// ID is this node's id (--node-id), unique in the mesh.
+	ID string
+	// Peers are the other nodes by id, with their cluster addresses
+	// (--peers). An entry with this node's own id is ignored, so every
+	// node can be given the same list.
+	Peers map[string]string
+	// SyncInterval is how often the node ships its changes
+	// (--crdt-sync-interval, default 5 ms).
+	SyncInterval time.Duration
+	// MaxSkew is the largest clock difference tolerated between nodes
+	// (--crdt-max-skew, default 100 ms): a peer further off is refused.
+	MaxSkew time.Duration
+	// Incarnation is this start's incarnation: it must differ from every
+	// earlier start's of this id (the server keeps it in the data folder
+	// and raises it on every start).
+	Incarnation uint64
+	Clock       clock.Clock
+	Transport   Transport
+	Logger      *slog.Logger
+}
+
+// ErrConfig is returned by Start for unusable settings.
+var ErrConfig = errors.New("crdt: invalid configuration")
+
+// Validate checks the settings and fills in the defaults.
+func (c *Config) Validate() error {
+	if c.SyncInterval == 0 {
+		c.SyncInterval = DefaultSyncInterval
+	}
+	if c.MaxSkew == 0 {
+		c.MaxSkew = DefaultMaxSkew
+	}
+	switch {
+	case c.ID == "":
+		return fmt.Errorf("%w: --node-id is required", ErrConfig)
+	case c.SyncInterval < 0 || c.SyncInterval > time.Second:
+		return fmt.Errorf("%w: --crdt-sync-interval must be between 1ms and 1s", ErrConfig)
+	case c.MaxSkew < 0:
+		return fmt.Errorf("%w: --crdt-max-skew must not be negative", ErrConfig)
+	}
+	seen := map[mstate.Origin]string{mstate.NewOrigin(c.ID, 0): c.ID}
+	for _, id := range slices.Sorted(maps.Keys(c.Peers)) {
+		if id == c.ID {
+			continue
+		}
+		if err := checkPeer(id, c.Peers[id], seen); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkPeer refuses an empty id or address, and an id whose hash (its
+// origin's node part) is another's: they would write the same slots.
+func checkPeer(id, addr string, seen map[mstate.Origin]string) error {
+	switch o := mstate.NewOrigin(id, 0); {
+	case id == "" || addr == "":
+		return fmt.Errorf("%w: a peer needs an id and an address", ErrConfig)
+	case seen[o] != "":
+		return fmt.Errorf("%w: node ids %q and %q hash alike; rename one", ErrConfig, seen[o], id)
+	default:
+		seen[o] = id
+	}
+	return nil
+}
+
+// Node is one node of an active-active mesh over a store. Commands decide
+// on the store at once (package commands, with the node as its Mesh); the
+// node ships what they changed to its peers every SyncInterval and merges
+// what the peers ship. Safe for concurrent use.
+type Node struct {
+	cfg    Config
+	store  *store.Store
+	origin mstate.Origin
+	log    *slog.Logger
+
+	// last is the newest watermark handed out: no stamp is earlier from
+	// then on (Now).
+	last atomic.Int64
+
+	mu    sync.Mutex
+	peers map[string]*peer
+	// dirty are the keys written here since the last cut.
+	dirty map[dbKey]struct{}
+	// unfolded are the debt logs holding events after their cut, with
+	// their newest event's time: the cut folds them once complete.
+	unfolded map[dbKey]int64
+
+	ln     Listener
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+type dbKey struct {
+	db  int
+	key string
+}
+
+// peer is another node of the mesh, as this one knows it. Guarded by the
+// node's mu.
+type peer struct {
+	id, addr string
+	// link is the connection this node's batches go out on; nil while down.
+	link *link
+	// watermark is the newest whole-batch watermark received from it:
+	// every event it stamped before is here. MinInt64 until the first.
+	watermark int64
+	// complete is the completeness bound it last reported.
+	complete int64
+	// in counts its open connections to this node.
+	in int
+	// problem is why the last attempt to reach it failed, logged once.
+	problem string
+	stop    context.CancelFunc
+}
+
+// link is an outgoing connection: the cut puts frames on queue, a goroutine
+// sends them. fresh links get a full sync first.
+type link struct {
+	conn   Conn
+	queue  chan []byte
+	seq    uint64
+	fresh  bool
+	closed chan struct{}
+	once   sync.Once
+}
+
+func (l *link) close() { l.once.Do(func() { close(l.closed); l.conn.Close() }) }
+
+// queueFrames is how many frames a link holds for its sender: beyond, the
+// peer is too slow and the link is dropped (it comes back with a full sync).
+const queueFrames = 1024
+
+// Start starts a node over st: it listens, dials its peers and ships its
+// changes until Close.
+func Start(cfg Config, st *store.Store) (*Node, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	ln, err := cfg.Transport.Listen()
+	if err != nil {
+		return nil, err
+	}
+	n := &Node{
+		cfg: cfg, store: st, origin: mstate.NewOrigin(cfg.ID, cfg.Incarnation),
+		log:   cfg.Logger.With("crdt", cfg.ID),
+		peers: map[string]*peer{}, dirty: map[dbKey]struct{}{}, unfolded: map[dbKey]int64{},
+		ln: ln,
+	}
+	n.last.Store(math.MinInt64)
+	n.ctx, n.cancel = context.WithCancel(context.Background())
+	for id, addr := range cfg.Peers {
+		if id != cfg.ID {
+			n.addPeer(id, addr)
+		}
+	}
+	n.wg.Add(2)
+	go n.accept()
+	go n.cutLoop()
+	return n, nil
+}
+
+// Close stops the node: its connections close, and nothing more is shipped
+// or merged.
+func (n *Node) Close() error {
+	n.cancel()
+	err := n.ln.Close()
+	n.mu.Lock()
+	for _, p := range n.peers {
+		if p.link != nil {
+			p.link.close()
+		}
+	}
+	n.mu.Unlock()
+	n.wg.Wait()
+	return err
+}
+
+// Origin is who this node writes as: its id in this incarnation.
+func (n *Node) Origin() mstate.Origin { return n.origin }
+
+// MaxSkew is the tolerated clock difference, in ns.
+func (n *Node) MaxSkew() int64 { return n.cfg.MaxSkew.Nanoseconds() }
+
+// Now is the instant for a command that holds its keys' locks: the clock,
+// but never before a watermark already sent, so the promise a watermark
+// makes (no event of this node is stamped earlier) holds even when the
+// clock steps back.
+func (n *Node) Now() int64 {
+	now := n.cfg.Clock.Now()
+	if l := n.last.Load(); now < l {
+		return l
+	}
+	return now
+}
+
+// advance takes the watermark of a cut: Now, recorded as the floor of every
+// later stamp.
+func (n *Node) advance() int64 {
+	for {
+		l := n.last.Load()
+		now := max(n.cfg.Clock.Now(), l)
+		if n.last.CompareAndSwap(l, now) {
+			return now
+		}
+	}
+}
+
+// Changed records that a command wrote key: the next cut ships it. The
+// caller holds the key's shard lock.
+func (n *Node) Changed(db int, key []byte) {
+	n.mu.Lock()
+	n.dirty[dbKey{db, string(key)}] = struct{}{}
+	n.mu.Unlock()
+}
+
+// addPeer starts reaching a peer. The caller holds mu or is Start.
+func (n *Node) addPeer(id, addr string) {
+	ctx, stop := context.WithCancel(n.ctx)
+	p := &peer{id: id, addr: addr, watermark: math.MinInt64, complete: math.MinInt64, stop: stop}
+	n.peers[id] = p
+	n.wg.Add(1)
+	go n.dialLoop(ctx, p)
+}
+
+// completeness is the node's completeness bound: it knows every event
+// stamped before it that any member will make. Each member promised its
+// own events up to its watermark; the skew margin keeps a member whose clock
+// steps back a little (a restart without its last watermark) from stamping
+// under it. MinInt64 while some member has not promised anything. The
+// caller holds mu.
+func (n *Node) completeness() int64 {
+	t := n.last.Load()
+	for _, p := range n.peers {
+		t = min(t, p.watermark)
+	}
+	if t < math.MinInt64+n.MaxSkew() {
+		return math.MinInt64
+	}
+	return t - n.MaxSkew()
+}
+
+// cutLoop cuts a batch every SyncInterval.
+func (n *Node) cutLoop() {
+	defer n.wg.Done()
+	tick := time.NewTicker(n.cfg.SyncInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-tick.C:
+			n.cut()
+		}
+	}
+}
+
+// cut ships what changed since the last cut to every connected peer (the
+// whole keyspace to a newly connected one), with a watermark, then folds the
+// debt logs that its completeness bound has passed.
+func (n *Node) cut() {
+	w := n.advance()
+	// Every command that read the clock before w holds its shard's lock
+	// until it has called Changed: after the barrier, dirty has them all.
+	n.store.Barrier()
+	n.mu.Lock()
+	dirty := n.dirty
+	n.dirty = make(map[dbKey]struct{}, len(dirty))
+	complete := n.completeness()
+	var links []*link
+	for _, p := range n.peers {
+		if p.link != nil {
+			links = append(links, p.link)
+		}
+	}
+	n.mu.Unlock()
+
+	delta := n.frames(n.read(dirty), w, complete)
+	var full [][]byte
+	for _, l := range links {
+		frames := delta
+		if l.fresh {
+			if full == nil {
+				full = n.frames(n.readAll(), w, complete)
+			}
+			frames, l.fresh = full, false
+		}
+		for _, f := range frames {
+			l.seq++
+			out := slices.Clone(f)
+			putSeq(out, l.seq)
+			select {
+			case l.queue <- out:
+			default:
+				l.close() // too far behind: it reconnects with a full sync
+			}
+		}
+	}
+	n.fold(complete)
+}
+
+// frames cuts entries into batch frames of about batchBytes, every one but
+// the last partial; seq is filled in per link. No entries is one empty
+// frame: the watermark alone.
+func (n *Node) frames(entries []entry, w, complete int64) [][]byte {
+	var out [][]byte
+	for {
+		size, i := 0, 0
+		for i < len(entries) && (i == 0 || size+entrySize(entries[i]) <= batchBytes) {
+			size += entrySize(entries[i])
+			i++
+		}
+		last := i == len(entries)
+		out = append(out, batch{seq: 1, watermark: w, complete: complete, partial: !last, entries: entries[:i]}.encode())
+		if last {
+			return out
+		}
+		entries = entries[i:]
+	}
+}
+
+// putSeq writes seq into an encoded batch.
+func putSeq(frame []byte, seq uint64) {
+	for i := range 8 {
+		frame[1+i] = byte(seq >> (8 * i))
+	}
+}
