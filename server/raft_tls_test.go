@@ -273,3 +273,77 @@ func TestRaftTLS_Config(t *testing.T) {
 		})
 	}
 }
+
+// startTLSMesh starts a CRDT mesh node under tls-replication, with no
+// plain port.
+func startTLSMesh(t *testing.T, certs testcert.Files, id, clusterAddr string, peers map[string]string, f memberFiles) *tlsMember {
+	t.Helper()
+	tlsPort, err := proc.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := server.Start(server.Config{Bind: "127.0.0.1", Port: 0, TLSPort: tlsPort,
+		TLSCertFile: f.cert, TLSKeyFile: f.key, TLSCACertFile: f.ca, TLSReplication: true,
+		Logger: testlog.Slog(t, slog.LevelWarn).With("node", id),
+		CRDT:   &server.CRDTConfig{NodeID: id, ClusterAddr: clusterAddr, Peers: peers}})
+	if err != nil {
+		t.Fatalf("start %s: %v", id, err)
+	}
+	t.Cleanup(func() { n.Close() })
+	c := redis.NewClient(&redis.Options{Addr: n.TLSAddr(), TLSConfig: certs.Client(), Protocol: 2,
+		MaxRetries: -1, DialTimeout: 5 * time.Second})
+	t.Cleanup(func() { c.Close() })
+	return &tlsMember{id: id, node: n, client: c}
+}
+
+// TestMeshTLS: tls-replication covers the CRDT mesh too. Two nodes of one
+// CA see each other's decisions; a third node, of another CA, that lists
+// them as peers sends them nothing they take.
+func TestMeshTLS(t *testing.T) {
+	certs := testcert.Make(t)
+	peers := map[string]string{}
+	for _, id := range []string{"a", "b", "x"} {
+		port, err := proc.FreePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		peers[id] = proc.Addr(port)
+	}
+	a := startTLSMesh(t, certs, "a", peers["a"], peers, memberFilesOf(certs))
+	b := startTLSMesh(t, certs, "b", peers["b"], peers, memberFilesOf(certs))
+	x := startTLSMesh(t, certs, "x", peers["x"], peers, memberFiles{certs.OtherServerCert, certs.OtherServerKey, certs.OtherCACert})
+	ctx := context.Background()
+	otherCert, err := tls.LoadX509KeyPair(certs.OtherCert, certs.OtherKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	xc := redis.NewClient(&redis.Options{Addr: x.node.TLSAddr(), Protocol: 2, MaxRetries: -1,
+		TLSConfig: &tls.Config{InsecureSkipVerify: true, Certificates: []tls.Certificate{otherCert}}})
+	defer xc.Close()
+	// The intruder decides first, on a key of its own and on the shared one.
+	for _, k := range []string{"intruder", "shared"} {
+		if got, err := xc.Do(ctx, "CL.THROTTLE", k, 0, 1, 3600).Slice(); err != nil || got[0] != int64(0) {
+			t.Fatalf("CL.THROTTLE %s on the intruder = %v, %v", k, got, err)
+		}
+	}
+	if got, err := a.client.Do(ctx, "CL.THROTTLE", "k", 0, 1, 3600).Slice(); err != nil || got[0] != int64(0) {
+		t.Fatalf("CL.THROTTLE on a = %v, %v", got, err)
+	}
+	peek := func(m *tlsMember, k string) int64 {
+		got, err := m.client.Do(ctx, "CL.THROTTLE", k, 0, 1, 3600, 0).Slice()
+		if err != nil {
+			t.Fatalf("peek %s on %s: %v", k, m.id, err)
+		}
+		return got[2].(int64)
+	}
+	testwait.For(t, 10*time.Second, "a's decision on b", func() bool { return peek(b, "k") == 0 })
+	// b has a's decision, shipped after the intruder's; the intruder's
+	// never came.
+	for _, m := range []*tlsMember{a, b} {
+		for _, k := range []string{"intruder", "shared"} {
+			if r := peek(m, k); r != 1 {
+				t.Errorf("%s on %s: remaining %d, want 1 (the intruder's decision must not arrive)", k, m.id, r)
+			}
+		}
+	}
+}

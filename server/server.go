@@ -48,11 +48,11 @@ type Config struct {
 	TLSPort                                int
 	TLSCertFile, TLSKeyFile, TLSCACertFile string
 	TLSAuthClients                         string
-	// TLSReplication is tls-replication yes: members of a Raft group talk
-	// to each other over mutual TLS with TLSCertFile and TLSKeyFile,
-	// verifying each other against TLSCACertFile (the Raft traffic on
-	// --cluster-addr, and the commands followers forward to the leader's
-	// TLS port).
+	// TLSReplication is tls-replication yes: members of a Raft group, and
+	// nodes of a CRDT mesh, talk to each other over mutual TLS with
+	// TLSCertFile and TLSKeyFile, verifying each other against
+	// TLSCACertFile (the traffic on --cluster-addr and, on Raft, the
+	// commands followers forward to the leader's TLS port).
 	TLSReplication bool
 	// NoProtectedMode is protected-mode no. By default (protected-mode
 	// yes), while the default user has no password, clients from
@@ -236,6 +236,13 @@ func Start(cfg Config) (*Node, error) {
 		sweepNow = n.raft.AppliedInstant
 	}
 	if cfg.CRDT != nil {
+		if cfg.TLSReplication && cfg.CRDT.Transport == nil {
+			// The mesh's traffic on --cluster-addr goes over the same
+			// mutual TLS as a Raft member's.
+			cc := *cfg.CRDT
+			cc.Transport = crdt.TCP{Addr: cc.ClusterAddr, ServerTLS: certs.MemberServer(), ClientTLS: certs.MemberClient()}
+			cfg.CRDT = &cc
+		}
 		// The incarnation is taken once the data folder is open: a
 		// start that fails before does not use one up.
 		if n.mesh, err = startCRDT(&cfg, cmds, st, clk); err != nil {

@@ -69,7 +69,7 @@ func newFlags(stderr io.Writer) (*flag.FlagSet, *settings) {
 	fs.StringVar(&cfg.TLSKeyFile, "tls-key-file", "", "the private key of --tls-cert-file (PEM)")
 	fs.StringVar(&cfg.TLSCACertFile, "tls-ca-cert-file", "", "the CA certificate(s) that sign client certificates (PEM)")
 	fs.StringVar(&cfg.TLSAuthClients, "tls-auth-clients", server.TLSAuthYes, "whether TLS clients must show a certificate the CA signed: yes, no or optional")
-	fs.Var((*yesNoFlag)(&cfg.TLSReplication), "tls-replication", "yes: Raft members talk over mutual TLS (--cluster-addr, and forwarding to the leader's --tls-port) with --tls-cert-file, verified against --tls-ca-cert-file; no: plain TCP")
+	fs.Var((*yesNoFlag)(&cfg.TLSReplication), "tls-replication", "yes: Raft members and mesh nodes talk over mutual TLS (--cluster-addr; Raft: and forwarding to the leader's --tls-port) with --tls-cert-file, verified against --tls-ca-cert-file; no: plain TCP")
 	s.protected = true
 	fs.Var((*yesNoFlag)(&s.protected), "protected-mode", "yes: while there is no requirepass, refuse clients from non-loopback addresses; no: let them in")
 	s.clients = commands.DefaultClientLimits()
