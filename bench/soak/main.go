@@ -105,6 +105,7 @@ type sample struct {
 	goroutines int
 	keys       int64
 	clients    int64
+	load       string // the machine's 1-minute load average: neighbours show here
 }
 
 func soak(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
@@ -191,6 +192,7 @@ func soak(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		}
 		ops, errs, conns := count.ops.Load(), count.errs.Load(), count.conns.Load()
 		s.at = now.Sub(soakStart)
+		s.load, _, _ = strings.Cut(harness.LoadAvg(), " ")
 		if len(samples) > 0 {
 			s.ops, s.errs, s.conns = ops-prev.ops, errs-prev.errs, conns-prev.conns
 			s.cpu = (cpu - prev.cpu).Seconds() / now.Sub(prev.at).Seconds()
@@ -345,8 +347,8 @@ func parseMetrics(r io.Reader) (map[string]float64, error) {
 }
 
 func (s sample) line(every time.Duration) string {
-	return fmt.Sprintf("%6s  %8.0f cmd/s  %d errors  cpu %3.0f%%  rss %6.1f MiB  fds %4d  goroutines %4d  keys %7d  clients %3d",
-		s.at.Round(time.Second), float64(s.ops)/every.Seconds(), s.errs, 100*s.cpu, float64(s.rss)/(1<<20), s.fds, s.goroutines, s.keys, s.clients)
+	return fmt.Sprintf("%6s  %8.0f cmd/s  %d errors  cpu %3.0f%%  rss %6.1f MiB  fds %4d  goroutines %4d  keys %7d  clients %3d  load %s",
+		s.at.Round(time.Second), float64(s.ops)/every.Seconds(), s.errs, 100*s.cpu, float64(s.rss)/(1<<20), s.fds, s.goroutines, s.keys, s.clients, s.load)
 }
 
 // report is the Markdown the run prints.
@@ -426,8 +428,8 @@ func (r report) write(w io.Writer) error {
 	fmt.Fprintf(w, "- Soak: %v, %s commands (%s/s), %s connections opened, %d errors%s\n\n",
 		r.cfg.duration, harness.Thousands(ops), harness.Thousands(int64(float64(ops)/r.cfg.duration.Seconds())),
 		harness.Thousands(conns), errs, lastErr(errs+r.peakErrs, r.lastErr))
-	fmt.Fprintf(w, "| time | commands/s | errors | server CPU | RSS (MiB) | open files | goroutines | keys | clients |\n")
-	fmt.Fprintf(w, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	fmt.Fprintf(w, "| time | commands/s | errors | server CPU | RSS (MiB) | open files | goroutines | keys | clients | load (1 min) |\n")
+	fmt.Fprintf(w, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for i, s := range r.samples {
 		rate, cpu := "-", "-"
 		if i > 0 {
@@ -435,8 +437,8 @@ func (r report) write(w io.Writer) error {
 			rate = harness.Thousands(int64(float64(s.ops) / d))
 			cpu = fmt.Sprintf("%.0f%%", 100*s.cpu)
 		}
-		fmt.Fprintf(w, "| %s | %s | %d | %s | %.1f | %d | %d | %s | %d |\n", fmtAt(s.at), rate, s.errs, cpu,
-			float64(s.rss)/(1<<20), s.fds, s.goroutines, harness.Thousands(s.keys), s.clients)
+		fmt.Fprintf(w, "| %s | %s | %d | %s | %.1f | %d | %d | %s | %d | %s |\n", fmtAt(s.at), rate, s.errs, cpu,
+			float64(s.rss)/(1<<20), s.fds, s.goroutines, harness.Thousands(s.keys), s.clients, s.load)
 	}
 	half := secondHalf(r.samples, r.cfg.duration)
 	fmt.Fprintf(w, "\nTrend over the second half (%s to %s, %d samples): least-squares line; a series grows when the line's rise over the half is above twice the samples' scatter around it (σ) and above %.0f%% of its mean.\n\n",
