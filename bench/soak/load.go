@@ -183,7 +183,7 @@ func (w *worker) run(ctx context.Context) {
 		if conn == nil {
 			c, err := net.DialTimeout("tcp", w.addr, 5*time.Second)
 			if err != nil {
-				w.count.fail("dial: " + err.Error())
+				w.count.fail(w.kind + " worker, dial: " + err.Error())
 				time.Sleep(10 * time.Millisecond)
 				continue
 			}
@@ -203,7 +203,7 @@ func (w *worker) run(ctx context.Context) {
 		err := w.exchange(conn, br, buf, want)
 		if err != nil || w.kind == "churn" {
 			if err != nil && ctx.Err() == nil {
-				w.count.fail(err.Error())
+				w.count.fail(w.kind + " worker: " + err.Error())
 			}
 			conn.Close()
 			conn = nil
@@ -222,7 +222,7 @@ func (w *worker) exchange(conn net.Conn, br *bufio.Reader, buf []byte, want int)
 			return err
 		}
 		if isErr != "" {
-			w.count.fail(isErr)
+			w.count.fail(w.kind + " worker, error reply: " + isErr)
 		}
 		w.count.ops.Add(1)
 		w.done.Add(1)

@@ -200,6 +200,9 @@ func soak(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		prev.ops, prev.errs, prev.conns, prev.cpu, prev.at = ops, errs, conns, cpu, now
 		samples = append(samples, s)
 		logf("%s", s.line(cfg.sample))
+		if s.errs > 0 {
+			logf("        last error: %s", deref(count.lastEr.Load()))
+		}
 		return nil
 	}
 	if err := look(); err != nil {
