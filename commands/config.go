@@ -98,6 +98,7 @@ func newSettings(s *Server) *settings {
 		}},
 		slowlogSetting("slowlog-log-slower-than", &s.slow.slowerThan, minSlowerThan),
 		slowlogSetting("slowlog-max-len", &s.slow.maxLen, minMaxLen),
+		latencySetting(&s.latency),
 		fixed("aclfile", s.cfg.ACLFile),
 	}
 	list = append(list, clientSettings(s)...)

@@ -95,6 +95,8 @@ type Config struct {
 	// Slowlog sets slowlog-log-slower-than and slowlog-max-len; nil means
 	// Redis' defaults (commands.DefaultSlowlog).
 	Slowlog *commands.SlowlogConfig
+	// LatencyMonitorThreshold is latency-monitor-threshold in ms (0: off).
+	LatencyMonitorThreshold int64
 	// MetricsAddr, when set, is the host:port where /metrics serves
 	// Prometheus metrics (see metrics.go); port 0 picks a free one.
 	MetricsAddr string
@@ -208,6 +210,7 @@ func Start(cfg Config) (*Node, error) {
 		Persistence:   pdb,
 		ACLFile:       cfg.ACLFile,
 		Slowlog:       cfg.Slowlog,
+		Latency:       cfg.LatencyMonitorThreshold,
 		Settings: map[string]string{
 			"dir":                cfg.Dir,
 			"bind":               cfg.Bind,

@@ -28,7 +28,7 @@ func TestConfigFile(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	write("# comment\nport 7777\nrequirepass \"s3 cret\"\n\ndatabases 4\nmaxmemory 64mb\nthreads 3\nslowlog-log-slower-than 0\nslowlog-max-len 5\n")
+	write("# comment\nport 7777\nrequirepass \"s3 cret\"\n\ndatabases 4\nmaxmemory 64mb\nthreads 3\nslowlog-log-slower-than 0\nslowlog-max-len 5\nlatency-monitor-threshold 100\n")
 	fs, cfg := newFlags(&bytes.Buffer{})
 	if err := fs.Parse([]string{"--config", path, "--port", "8888"}); err != nil {
 		t.Fatal(err)
@@ -42,6 +42,9 @@ func TestConfigFile(t *testing.T) {
 	}
 	if got := *cfg.Slowlog; got != (commands.SlowlogConfig{SlowerThan: 0, MaxLen: 5}) {
 		t.Fatalf("slowlog settings: got %+v, want the file's 0 and 5", got)
+	}
+	if cfg.LatencyMonitorThreshold != 100 {
+		t.Fatalf("latency-monitor-threshold %d, want the file's 100", cfg.LatencyMonitorThreshold)
 	}
 	for _, bad := range []string{"nosuch 1\n", "port abc\n", "config other.conf\n", "maxmemory 1tb\n", "version yes\n"} {
 		write(bad)
@@ -90,6 +93,7 @@ func TestRun_BadSettings(t *testing.T) {
 	for _, args := range [][]string{
 		{"--slowlog-log-slower-than", "-2"},
 		{"--slowlog-max-len", "-1"},
+		{"--latency-monitor-threshold", "-1"},
 	} {
 		err := run(append(args, "--persistence", "off", "--port", "0"), io.Discard, io.Discard)
 		if err == nil || !strings.HasPrefix(err.Error(), args[0]+": ") {
