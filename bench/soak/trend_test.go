@@ -113,4 +113,20 @@ func TestVerdicts_SecondHalf(t *testing.T) {
 	if tr := verdicts(samples, 30*time.Minute)[1]; !tr.Growing {
 		t.Errorf("open files +1 a minute: %+v, want growth", tr)
 	}
+	// Keys that follow the rate do not grow; keys that pile up while the
+	// rate stays do.
+	for i := range samples {
+		samples[i].rate = 30000 + 500*float64(i)
+		samples[i].keys = int64(6 * samples[i].rate)
+	}
+	if tr := verdicts(samples, 30*time.Minute)[3]; tr.Growing {
+		t.Errorf("keys following the rate: %+v, want no growth", tr)
+	}
+	for i := range samples {
+		samples[i].rate = 30000
+		samples[i].keys = 180000 + 2000*int64(i)
+	}
+	if tr := verdicts(samples, 30*time.Minute)[3]; !tr.Growing {
+		t.Errorf("keys piling up at a steady rate: %+v, want growth", tr)
+	}
 }
