@@ -162,11 +162,15 @@ func debugClock(c *Ctx) {
 }
 
 // setClock sets the debug clock to t and replies t. On a Raft replica
-// (applying the command) the cluster's time moves to t with it.
+// (applying the command) the cluster's time moves to t with it; a mesh
+// node's time goes to t even when that is back.
 func (c *Ctx) setClock(t int64) {
 	c.srv.cfg.Manual.Set(t)
 	if cl := c.srv.cluster; cl != nil && c.Conn == nil {
 		cl.SetInstant(t)
+	}
+	if m := c.srv.mesh; m != nil {
+		m.SetInstant(t)
 	}
 	c.W.Int(t)
 }

@@ -29,6 +29,10 @@ type Mesh interface {
 	// mesh promises peers that no later stamp is earlier than a watermark
 	// it has sent.
 	Now() int64
+	// SetInstant is called when DEBUG CLOCK SET or ADVANCE moves the
+	// debug clock: the node's time is t from now on, even if that is
+	// earlier than a watermark it has sent.
+	SetInstant(t int64)
 	// MaxSkew is the tolerated clock difference between nodes, in ns.
 	MaxSkew() int64
 	// Changed records that the command wrote key; the caller holds the
