@@ -38,6 +38,9 @@ type Mesh interface {
 	// Changed records that the command wrote key; the caller holds the
 	// key's shard lock.
 	Changed(db int, key []byte)
+	// Alone reports whether the node has no peers: nothing it deletes can
+	// come back, so it may delete as a single node does.
+	Alone() bool
 	// Command runs a CRDT subcommand (args[0] is "CRDT").
 	Command(args [][]byte, w *resp.Writer)
 	// AppendInfo appends INFO replication's lines to b.
@@ -59,8 +62,9 @@ func crdtCmd(c *Ctx) {
 
 // meshRefusal is the error for a command a mesh node cannot run, "" for
 // the others: a write whose effect no merge could carry to the other nodes.
-// Rate-limit keys cannot be deleted (the other nodes' parts would bring the
-// state back), and flushing a database would not flush the others.
+// A node with peers cannot delete rate-limit keys or flush a database: the
+// peers' parts would bring the keys back. A node alone (no peers) deletes
+// as a single node does.
 func (s *Server) meshRefusal(spec *Spec) string {
 	if s.mesh == nil || spec.Flags&Write == 0 {
 		return ""
@@ -70,8 +74,11 @@ func (s *Server) meshRefusal(spec *Spec) string {
 		"eval", "evalsha", "exec":
 		// Scripts and transactions are checked command by command.
 		return ""
-	case "flushdb", "flushall":
-		return "ERR " + strings.ToUpper(spec.Name) + " is not supported with --replication crdt: the other nodes would send the keys back"
+	case "flushdb", "flushall", "del", "unlink":
+		if s.mesh.Alone() {
+			return ""
+		}
+		return "ERR " + strings.ToUpper(spec.Name) + " is not supported on a node with CRDT peers: the other nodes would send the keys back"
 	}
 	return "ERR " + strings.ToUpper(spec.Name) + " is not supported with --replication crdt: only the rate-limit commands write there"
 }

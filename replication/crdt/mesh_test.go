@@ -243,3 +243,87 @@ func TestConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestBound: N clients on N nodes hitting one key. Every syncEvery steps of
+// 1 ms the test waits until the nodes have merged everything, so an
+// admission reaches every node within lag = syncEvery ms of the debug
+// clock. No window [a, b] may then admit more than one limiter's envelope
+// L + floor((b-a)/T) plus X = max_i sum_{j != i} a_j(lag), the most the
+// other nodes admit within lag, from this run's admissions (crdt-design.md
+// section 3).
+func TestBound(t *testing.T) {
+	const (
+		n         = 3
+		syncEvery = 4
+		steps     = 400
+		b, c, p   = 4, 100, 1 // 100 per second: T = 10 ms, L = 5
+		ms        = int64(time.Millisecond)
+	)
+	s := seed(t)
+	rng := rand.New(rand.NewPCG(s, 2))
+	cl := crdttest.New(t, n, s, fast)
+	cl.Connected()
+	type adm struct {
+		node int
+		t    int64
+	}
+	var got []adm
+	now := crdttest.Start
+	for step := range steps {
+		now += ms
+		cl.SetClocks(now)
+		for i, m := range cl.Nodes {
+			// Bursts now and then, a trickle otherwise.
+			k := rng.IntN(2)
+			if rng.IntN(40) == 0 {
+				k = 8
+			}
+			for range k {
+				if r := cl.Do(m, "CL.THROTTLE", "k", b, c, p).([]any); r[0] == int64(0) {
+					got = append(got, adm{i, now})
+				}
+			}
+		}
+		if step%syncEvery == syncEvery-1 {
+			cl.Converged()
+		}
+	}
+	lag := syncEvery * ms
+	// a[j]: the most node j admitted within any window of length lag.
+	var a [n]int
+	for _, x := range got {
+		cnt := 0
+		for _, y := range got {
+			if y.node == x.node && y.t >= x.t && y.t <= x.t+lag {
+				cnt++
+			}
+		}
+		a[x.node] = max(a[x.node], cnt)
+	}
+	x := 0
+	for i := range n {
+		sum := 0
+		for j := range n {
+			if j != i {
+				sum += a[j]
+			}
+		}
+		x = max(x, sum)
+	}
+	interval := int64(time.Second) / c
+	worst := -1 << 31
+	for _, lo := range got {
+		cnt := 0
+		for _, hi := range got {
+			if hi.t >= lo.t {
+				cnt++
+				excess := cnt - (b + 1 + int((hi.t-lo.t)/interval))
+				worst = max(worst, excess)
+				if excess > x {
+					t.Fatalf("window [%d, %d] ms admitted %d: %d over the envelope, bound X = %d", (lo.t-crdttest.Start)/ms, (hi.t-crdttest.Start)/ms, cnt, excess, x)
+				}
+			}
+		}
+	}
+	t.Logf("%d admitted; worst window %d over one limiter's envelope; bound X = %d", len(got), worst, x)
+}

@@ -270,6 +270,13 @@ func (n *Node) Changed(db int, key []byte) {
 	n.mu.Unlock()
 }
 
+// Alone reports whether the node has no peers.
+func (n *Node) Alone() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return len(n.peers) == 0
+}
+
 // hold reports whether a key written here must outlive its expiry: its
 // newest write may not have reached every peer (see store.SetHold).
 func (n *Node) hold(db int, key []byte) bool {
