@@ -303,7 +303,10 @@ func parseInteger(b []byte) (int64, bool) {
 		return 0, false
 	}
 	var buf [20]byte
-	return n, bytes.Equal(strconv.AppendInt(buf[:0], n, 10), b)
+	if !bytes.Equal(strconv.AppendInt(buf[:0], n, 10), b) {
+		return 0, false
+	}
+	return n, true
 }
 
 func isInteger(b []byte) bool { _, ok := parseInteger(b); return ok }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/throttleddb/throttled/engines"
+	"github.com/throttleddb/throttled/store"
 )
 
 // strSamples returns string states of every shape: a value, a value with a
@@ -49,6 +50,9 @@ func strSamples(tb testing.TB) [][]byte {
 // written. Invalid states must be refused everywhere, without a panic.
 func checkStr(t *testing.T, state []byte, now, arg int64, value []byte) {
 	self := Origin{Node: 5, Inc: 1}
+	if n, ok := parseInteger(value); ok != isStoreInt(value) || (ok && n != must3(store.ParseInt(value))) {
+		t.Fatalf("parseInteger(%q) = %d, %v; store.ParseInt disagrees", value, n, ok)
+	}
 	got, err := reencode(state, Str)
 	_, gerr := StrGet(state, now)
 	if err != nil {
@@ -123,6 +127,10 @@ func checkStr(t *testing.T, state []byte, now, arg int64, value []byte) {
 		t.Fatalf("a string function modified its input")
 	}
 }
+
+func isStoreInt(b []byte) bool { _, ok := store.ParseInt(b); return ok }
+
+func must3(n int64, _ bool) int64 { return n }
 
 func must2(v StrValue, err error) StrValue {
 	if err != nil {
