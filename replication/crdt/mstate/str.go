@@ -339,9 +339,10 @@ type StrValue struct {
 }
 
 // StrGet reads a string state at now (Unix ns; its TTL is compared in Unix
-// ms, rounded down). A value whose increments, made on several nodes, add up
-// past the range of int64 is engines.ErrOverflow until a SET or DEL replaces
-// it.
+// ms, rounded down, as store.Expired does). Expiry is judged at now alone,
+// so now must not go back on a key (see the package doc). A value whose
+// increments, made on several nodes, add up past the range of int64 is
+// engines.ErrOverflow until a SET, a DEL or a decrement brings it back.
 func StrGet(state []byte, now int64) (StrValue, error) {
 	s, err := decodeStr(state)
 	if err != nil || !s.live(unixMs(now)) {
