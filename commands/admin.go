@@ -72,12 +72,16 @@ func debug(c *Ctx) {
 			c.W.Error(wrongArity("debug|digest"))
 			return
 		}
-		writeDigest(c, c.replicaTx().Digest())
+		writeDigest(c, c.replicaTx().Digest(func(v store.Value) bool { return !c.visible(v) }))
 	case is(sub, "DIGEST-VALUE"):
 		// No key is no error in Redis either: the reply is an empty array.
 		c.W.Array(len(c.Args) - 2)
 		for _, k := range c.Args[2:] {
-			writeDigest(c, c.replicaTx().DigestValue(c.DB(), k))
+			d := c.replicaTx().DigestValue(c.DB(), k)
+			if v, ok := c.Tx.Get(c.DB(), k); ok && !c.visible(v) {
+				d = [sha1.Size]byte{}
+			}
+			writeDigest(c, d)
 		}
 	case is(sub, "HELP"):
 		c.help("debug", debugHelp)

@@ -2,6 +2,7 @@ package commands
 
 import (
 	"errors"
+	"math"
 	"strings"
 
 	"github.com/throttleddb/throttled/engines"
@@ -61,26 +62,18 @@ func crdtCmd(c *Ctx) {
 }
 
 // meshRefusal is the error for a command a mesh node cannot run, "" for
-// the others: a write whose effect no merge could carry to the other nodes.
-// A node with peers cannot delete rate-limit keys or flush a database: the
-// peers' parts would bring the keys back. A node alone (no peers) deletes
-// as a single node does.
+// the others: a node with peers cannot flush a database, as the peers would
+// bring the keys back. (Every other write has a mergeable form: see
+// keyspace.go; a rate-limit key cannot be deleted there either, which
+// keyRefusal checks key by key.) A node alone flushes as a single node.
 func (s *Server) meshRefusal(spec *Spec) string {
 	if s.mesh == nil || spec.Flags&Write == 0 {
 		return ""
 	}
-	switch spec.Name {
-	case "cl.throttle", "fwc.throttle", "swl.throttle", "swc.throttle", "tb.throttle", "lb.throttle", "throttle.all",
-		"eval", "evalsha", "exec":
-		// Scripts and transactions are checked command by command.
-		return ""
-	case "flushdb", "flushall", "del", "unlink":
-		if s.mesh.Alone() {
-			return ""
-		}
+	if (spec.Name == "flushdb" || spec.Name == "flushall") && !s.mesh.Alone() {
 		return "ERR " + strings.ToUpper(spec.Name) + " is not supported on a node with CRDT peers: the other nodes would send the keys back"
 	}
-	return "ERR " + strings.ToUpper(spec.Name) + " is not supported with --replication crdt: only the rate-limit commands write there"
+	return ""
 }
 
 // mergedTypeName is what TYPE says of a mergeable state: the command
@@ -154,14 +147,19 @@ func (l *limit) checkMerged(c *Ctx) string {
 }
 
 // commitMerged stores what checkMerged decided and tells the mesh. The key
-// lives until the state is full, or longer if a merge said so.
+// lives until the state is full: for a window kind, or longer if a merge
+// said so.
 func (l *limit) commitMerged(c *Ctx) {
 	if !l.write {
 		return
 	}
 	db := c.DB()
 	exp := store.ExpiryAt(l.fullAt)
-	if old, ok := c.Tx.ExpireMs(db, l.key); ok && l.exists {
+	if at, err := mstate.Expiry(l.next); err == nil && at != math.MinInt64 {
+		// A debt log's expiry follows from its bytes, as on the nodes
+		// that merge it.
+		exp = store.ExpiryAt(at)
+	} else if old, ok := c.Tx.ExpireMs(db, l.key); ok && l.exists {
 		exp = max(exp, old)
 	}
 	c.Tx.Put(db, l.key, store.Value{Kind: store.KindMerged, Bytes: l.next}, exp)

@@ -82,7 +82,7 @@ type Store struct {
 	// gone counts the keys of every shard's gone list.
 	gone atomic.Int64
 	// hold keeps merged states past their expiry (SetHold).
-	hold func(db int, key []byte) bool
+	hold func(db int, key []byte, v Value) bool
 }
 
 // Journal receives every change to the keyspace, for persistence. Calls for
@@ -382,25 +382,23 @@ func keepable(expireMs int64) int64 {
 
 func (t Tx) expired(e *entry) bool { return Expired(e.expireMs, t.nowMs) }
 
-// HoldMs is how long a merged state that Hold keeps past its expiry lives
-// before Hold is asked again.
-const HoldMs = 1000
-
 // SetHold has the store keep a merged state (KindMerged) past its expiry
 // while hold says so: a mesh node keeps a key whose own admissions have not
 // reached every peer yet, as they still count in the others' view of it.
-// hold is called with the key's shard locked. Set it before the store is
-// used.
-func (s *Store) SetHold(hold func(db int, key []byte) bool) { s.hold = hold }
+// hold is called with the key's shard locked, and v valid only during the
+// call. Set it before the store is used.
+func (s *Store) SetHold(hold func(db int, key []byte, v Value) bool) { s.hold = hold }
 
 // expire removes e if it has expired and reports whether it did. A held
-// merged state gets HoldMs more instead.
+// merged state stays, its expiry unchanged, so that what the whole-keyspace
+// reads (ForEach, Scan, Digest) see of it depends on its expiry alone,
+// which every node derives alike from the same state, and not on what this
+// node still holds.
 func (t Tx) expire(sh *shard, db int, key []byte, e *entry) bool {
 	if !t.expired(e) {
 		return false
 	}
-	if e.kind == KindMerged && t.s.hold != nil && t.s.hold(db, key) {
-		e.expireMs = t.nowMs + HoldMs
+	if e.kind == KindMerged && t.s.hold != nil && t.s.hold(db, key, e.value()) {
 		return false
 	}
 	t.s.remove(sh, db, key, e)

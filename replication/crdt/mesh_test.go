@@ -11,6 +11,7 @@ import (
 	"github.com/throttleddb/throttled/gcra"
 	"github.com/throttleddb/throttled/replication/crdt"
 	"github.com/throttleddb/throttled/replication/crdt/crdttest"
+	"github.com/throttleddb/throttled/replication/repltest"
 	"github.com/throttleddb/throttled/server"
 )
 
@@ -326,4 +327,11 @@ func TestBound(t *testing.T) {
 		}
 	}
 	t.Logf("%d admitted; worst window %d over one limiter's envelope; bound X = %d", len(got), worst, x)
+}
+
+// TestConformance: the replication suite, as an eventually consistent mode.
+func TestConformance(t *testing.T) {
+	repltest.Run(t, repltest.Mode{Eventual: true}, func(t *testing.T, n int) repltest.Cluster {
+		return crdttest.New(t, n, seed(t), fast)
+	})
 }

@@ -23,6 +23,14 @@ const (
 	DefaultMaxSkew      = 100 * time.Millisecond
 )
 
+// Linger is how long a string's tombstone (a DEL, or a TTL that passed)
+// stays after every node has seen it. A node that has dropped it counts a
+// new INCR from a fresh key's register, which loses to the tombstone on a
+// node still holding it: the write would be lost there. Dropping a minute
+// after the whole mesh knew the tombstone leaves that only to a write made
+// at the very moment the nodes drop it.
+const Linger = time.Minute
+
 // Reconnection backoff: the first retry after minBackoff, doubling up to
 // maxBackoff, so a healed link is back within a fraction of a second.
 const (
@@ -126,6 +134,9 @@ type Node struct {
 	// delivered is the least completeness bound the peers reported:
 	// every peer knows every write of this node before it.
 	delivered int64
+	// stable is the least completeness bound of the whole mesh, this
+	// node's included: every node knows every write stamped before it.
+	stable int64
 
 	ln     Listener
 	ctx    context.Context
@@ -193,7 +204,17 @@ func Start(cfg Config, st *store.Store) (*Node, error) {
 		ln: ln,
 	}
 	n.last.Store(math.MinInt64)
+	n.stable = math.MinInt64
 	st.SetHold(n.hold)
+	// The debt logs loaded from the data folder fold like the others.
+	now := n.Now()
+	for i := range st.Shards() {
+		st.EachInShard(i, now, func(db int, key string, v store.Value, _ int64) {
+			if newest, ok := mstate.Unfolded(v.Bytes); ok && v.Kind == store.KindMerged {
+				n.unfolded[dbKey{db, key}] = newest
+			}
+		})
+	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	for id, addr := range cfg.Peers {
 		if id != cfg.ID {
@@ -277,21 +298,28 @@ func (n *Node) Alone() bool {
 	return len(n.peers) == 0
 }
 
-// hold reports whether a key written here must outlive its expiry: its
-// newest write may not have reached every peer (see store.SetHold).
-func (n *Node) hold(db int, key []byte) bool {
+// hold reports whether a key must outlive its expiry (see store.SetHold):
+// its newest write here may not have reached every peer, or it is a
+// string's tombstone that some node may not have seen (it must keep older
+// writes from coming back there).
+func (n *Node) hold(db int, key []byte, v store.Value) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	at, ok := n.held[dbKey{db, string(key)}]
-	return ok && at >= n.delivered
+	if at, ok := n.held[dbKey{db, string(key)}]; ok && at >= n.delivered {
+		return true
+	}
+	stamp, ok, err := mstate.StrTombstone(v.Bytes, n.Now())
+	return err == nil && ok && stamp >= n.stable-Linger.Nanoseconds()
 }
 
-// release forgets the held keys every peer has now. The caller holds mu.
-func (n *Node) release() {
+// release forgets the held keys every peer has now. The caller holds mu,
+// and complete is this node's completeness bound.
+func (n *Node) release(complete int64) {
 	n.delivered = math.MaxInt64
 	for _, p := range n.peers {
 		n.delivered = min(n.delivered, p.complete)
 	}
+	n.stable = min(n.delivered, complete)
 	for k, at := range n.held {
 		if at < n.delivered {
 			delete(n.held, k)
@@ -352,7 +380,7 @@ func (n *Node) cut() {
 	dirty := n.dirty
 	n.dirty = make(map[dbKey]struct{}, len(dirty))
 	complete := n.completeness()
-	n.release()
+	n.release(complete)
 	var links []*link
 	for _, p := range n.peers {
 		if p.link != nil {

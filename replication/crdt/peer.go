@@ -200,6 +200,12 @@ func (n *Node) receive(conn Conn) {
 			}
 			continue
 		}
+		if ahead := m.watermark - n.Now(); !m.partial && ahead > n.MaxSkew() {
+			// Its clock has moved ahead of ours since the handshake:
+			// refuse it, as the handshake would.
+			n.log.Warn("peer refused", "peer", p.id, "reason", fmt.Sprintf("its clock is %s ahead of ours, more than --crdt-max-skew %s", time.Duration(ahead), n.cfg.MaxSkew))
+			return
+		}
 		for {
 			n.apply(p, m)
 			next++

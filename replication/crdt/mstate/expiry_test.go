@@ -8,7 +8,7 @@ import (
 	"github.com/throttleddb/throttled/gcra"
 )
 
-// TestExpiryBound: for one writer, the bound is the instant Decide said the
+// TestExpiry: for one writer, the bound is the instant Decide said the
 // state is full at; for two, it is later than either's (debts add up).
 func TestExpiryBound(t *testing.T) {
 	tb, _ := engines.NewTB(5, 2, 1e9)
@@ -26,17 +26,17 @@ func TestExpiryBound(t *testing.T) {
 				t.Fatalf("%v: %v %v", l.Kind(), err, write)
 			}
 			sa = next
-			if got, _ := ExpiryBound(sa); got != fullAt {
+			if got, _ := Expiry(sa); got != fullAt {
 				t.Fatalf("%v: bound %d, Decide's fullAt %d", l.Kind(), got, fullAt)
 			}
 		}
 		_, sb, fullB, _, _ := l.Decide(sb, b, now, 2)
 		merged, _ := Merge(sa, sb)
-		fullA, _ := ExpiryBound(sa)
-		if got, _ := ExpiryBound(merged); got <= max(fullA, fullB) {
+		fullA, _ := Expiry(sa)
+		if got, _ := Expiry(merged); got <= max(fullA, fullB) {
 			t.Fatalf("%v: merged bound %d, not after %d and %d", l.Kind(), got, fullA, fullB)
 		}
-		if got, _ := ExpiryBound(nil); got != math.MinInt64 {
+		if got, _ := Expiry(nil); got != math.MinInt64 {
 			t.Fatalf("empty state: %d", got)
 		}
 	}
