@@ -1,0 +1,675 @@
+package e2e
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/throttleddb/throttled/gcra"
+	"github.com/throttleddb/throttled/internal/proc"
+	"github.com/throttleddb/throttled/internal/respconn"
+	"github.com/throttleddb/throttled/internal/tcpproxy"
+	"github.com/throttleddb/throttled/internal/testwait"
+)
+
+// The active-active mode (--replication crdt) across real processes: three
+// nodes on loopback, each reaching each of its peers through a
+// tcpproxy.Proxy of its own (node i's --peers entry for j is the proxy
+// i->j, which forwards to j's --cluster-addr), so that a test can cut any
+// set of directed links, as a partition does.
+
+var seedFlag = flag.Uint64("seed", 0, "seed of the random choices of the TestCrdt_* tests; 0 picks a new one each run")
+
+// newRand returns the test's random source, from -seed or a new seed. The
+// seed replays the test's choices (which node, how long each phase, which
+// key each call takes, the clients' pauses), not the scheduling of the
+// processes.
+func newRand(t *testing.T) *rand.Rand {
+	t.Helper()
+	seed := *seedFlag
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	t.Logf("seed %d", seed)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("replay: go test -race -run '^%s$' -seed %d ./e2e/", t.Name(), seed)
+		}
+	})
+	return rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+}
+
+// meshNode is one node of a test mesh.
+type meshNode struct {
+	id      string
+	cluster string   // its --cluster-addr
+	dir     string   // its data folder
+	args    []string // its arguments, but --port and --dir
+	srv     *server  // its process (the last one started)
+	c       *redis.Client
+	readyAt time.Time // when it first answered PING after its last start
+}
+
+// mesh is n nodes of a CRDT mesh and the proxies between them.
+type mesh struct {
+	t     *testing.T
+	nodes []*meshNode
+	// proxy[i][j] carries node i's link to node j (nil for i == j).
+	proxy [][]*tcpproxy.Proxy
+}
+
+// newMesh starts n nodes (ids a, b, c, ...) with extra arguments, each
+// with a data folder of its own. With blocked, every proxy is blocked
+// before the nodes start: no node reaches another until heal.
+func newMesh(t *testing.T, n int, blocked bool, extra ...string) *mesh {
+	t.Helper()
+	m := &mesh{t: t, proxy: make([][]*tcpproxy.Proxy, n)}
+	clusters := map[string]bool{}
+	for i := range n {
+		port, err := proc.FreePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		nd := &meshNode{id: string(rune('a' + i)), cluster: proc.Addr(port), dir: t.TempDir()}
+		clusters[nd.cluster] = true
+		m.nodes = append(m.nodes, nd)
+	}
+	for i := range n {
+		m.proxy[i] = make([]*tcpproxy.Proxy, n)
+		var peers []string
+		for j := range n {
+			if i == j {
+				continue
+			}
+			p := m.newProxy(m.nodes[j].cluster, clusters)
+			if blocked {
+				p.Block()
+			}
+			m.proxy[i][j] = p
+			peers = append(peers, m.nodes[j].id+"="+p.Addr())
+		}
+		nd := m.nodes[i]
+		nd.args = append([]string{"--replication", "crdt", "--node-id", nd.id, "--cluster-addr", nd.cluster,
+			"--peers", strings.Join(peers, ",")}, extra...)
+	}
+	for i := range n {
+		m.start(i)
+	}
+	return m
+}
+
+// newProxy starts a proxy to target, closed when the test ends. A proxy
+// the OS put on a port chosen as a node's cluster address (free until that
+// node starts) is replaced.
+func (m *mesh) newProxy(target string, clusters map[string]bool) *tcpproxy.Proxy {
+	m.t.Helper()
+	for {
+		p, err := tcpproxy.New(target)
+		if err != nil {
+			m.t.Fatal(err)
+		}
+		if !clusters[p.Addr()] {
+			m.t.Cleanup(func() { p.Close() })
+			return p
+		}
+		p.Close()
+	}
+}
+
+// start starts node i on its folder, on a new RESP port, and records when
+// it first answered PING. The process is stopped when the test ends.
+func (m *mesh) start(i int) {
+	t := m.t
+	t.Helper()
+	nd := m.nodes[i]
+	port, err := proc.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := proc.Addr(port)
+	var ready time.Time
+	p, err := proc.Start(context.Background(), proc.Config{
+		Name: "throttled " + nd.id, Path: bin, Addr: addr, Timeout: 60 * time.Second,
+		Args: append([]string{"--port", strconv.Itoa(port), "--dir", nd.dir}, nd.args...),
+		Ready: func(ctx context.Context) error {
+			err := respconn.Ping(ctx, addr)
+			if err == nil {
+				ready = time.Now()
+			}
+			return err
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := p.Stop(); err != nil {
+			t.Errorf("%v\n%s", err, p.Output())
+		}
+	})
+	nd.srv = &server{Process: p, dir: nd.dir, args: nd.args}
+	nd.c = nd.srv.client(t)
+	nd.readyAt = ready
+}
+
+// setLinks blocks the links between the nodes of side and the others
+// (both ways), and heals every other link.
+func (m *mesh) setLinks(side []int) {
+	for i := range m.nodes {
+		for j := range m.nodes {
+			if i == j {
+				continue
+			}
+			if slices.Contains(side, i) != slices.Contains(side, j) {
+				m.proxy[i][j].Block()
+			} else {
+				m.proxy[i][j].Heal()
+			}
+		}
+	}
+}
+
+// isolate blocks every link from and to node i.
+func (m *mesh) isolate(i int) { m.setLinks([]int{i}) }
+
+// heal heals every link.
+func (m *mesh) heal() { m.setLinks(nil) }
+
+// peerRow is one row of CRDT PEERS.
+type peerRow struct {
+	id, addr  string
+	connected bool
+	lagMs     int64
+}
+
+func crdtPeers(c *redis.Client) ([]peerRow, error) {
+	v, err := c.Do(context.Background(), "CRDT", "PEERS").Slice()
+	if err != nil {
+		return nil, err
+	}
+	var rows []peerRow
+	for _, r := range v {
+		f, ok := r.([]any)
+		if !ok || len(f) != 4 {
+			return nil, fmt.Errorf("CRDT PEERS row %v: want [id, addr, connected, lag_ms]", r)
+		}
+		id, _ := f[0].(string)
+		addr, _ := f[1].(string)
+		conn, _ := f[2].(int64)
+		lag, _ := f[3].(int64)
+		rows = append(rows, peerRow{id: id, addr: addr, connected: conn == 1, lagMs: lag})
+	}
+	return rows, nil
+}
+
+// linksAre reports whether CRDT PEERS on the nodes up shows node i
+// connected to node j exactly when want(i, j), and what it showed.
+func (m *mesh) linksAre(up []int, want func(i, j int) bool) (bool, string) {
+	ok := true
+	var b strings.Builder
+	for _, i := range up {
+		rows, err := crdtPeers(m.nodes[i].c)
+		fmt.Fprintf(&b, "%s: %v %v; ", m.nodes[i].id, rows, err)
+		if err != nil || len(rows) != len(m.nodes)-1 {
+			ok = false
+			continue
+		}
+		for _, r := range rows {
+			j := int(r.id[0] - 'a')
+			if r.connected != want(i, j) {
+				ok = false
+			}
+		}
+	}
+	return ok, b.String()
+}
+
+// waitLinks waits until linksAre holds on every node, and returns how long
+// that took.
+func (m *mesh) waitLinks(within time.Duration, what string, want func(i, j int) bool) time.Duration {
+	m.t.Helper()
+	all := make([]int, len(m.nodes))
+	for i := range all {
+		all[i] = i
+	}
+	begin := time.Now()
+	var seen string
+	for {
+		ok, s := m.linksAre(all, want)
+		if ok {
+			return time.Since(begin)
+		}
+		seen = s
+		if time.Since(begin) > within {
+			m.t.Fatalf("%s: not within %v; CRDT PEERS: %s", what, within, seen)
+		}
+		time.Sleep(time.Millisecond) // polling
+	}
+}
+
+func allLinks(i, j int) bool { return true }
+
+// alike reads DEBUG DIGEST and the replies of peeks on every node, and
+// reports whether every node answered alike, and what they answered.
+func (m *mesh) alike(peeks [][]any) (bool, string) {
+	ctx := context.Background()
+	var b strings.Builder
+	var first []string
+	same := true
+	for i, nd := range m.nodes {
+		var got []string
+		d, err := nd.c.Do(ctx, "DEBUG", "DIGEST").Text()
+		got = append(got, fmt.Sprint(d, err))
+		for _, p := range peeks {
+			v, err := nd.c.Do(ctx, p...).Result()
+			got = append(got, fmt.Sprint(v, err))
+			if err != nil {
+				same = false
+			}
+		}
+		if err != nil {
+			same = false
+		}
+		if i == 0 {
+			first = got
+		} else if !slices.Equal(got, first) {
+			same = false
+		}
+		fmt.Fprintf(&b, "\n  %s: %s", nd.id, strings.Join(got, " "))
+	}
+	return same, b.String()
+}
+
+// waitAlike polls alike until every node answers alike, for up to
+// within; it returns the time it first saw that.
+func (m *mesh) waitAlike(within time.Duration, peeks [][]any) time.Time {
+	m.t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		ok, seen := m.alike(peeks)
+		if ok {
+			return time.Now()
+		}
+		if time.Now().After(deadline) {
+			m.t.Fatalf("the nodes did not converge within %v:%s", within, seen)
+		}
+		time.Sleep(time.Millisecond) // polling
+	}
+}
+
+// outcome is how a call of the load ended.
+type outcome int8
+
+const (
+	admitted outcome = iota
+	limited
+	failed // an error: it may or may not have been admitted
+)
+
+// call is one call of the load, with the wall clock (Unix ns) read just
+// before it was sent and just after its reply came.
+type call struct {
+	node       int
+	key        string
+	sent, recv int64
+	out        outcome
+	err        error
+}
+
+// load is clients sending calls to nodes until stopped.
+type load struct {
+	stopping atomic.Bool
+	wg       sync.WaitGroup
+	replies  []atomic.Int64 // per node: calls answered so far
+
+	mu    sync.Mutex // guards calls
+	calls []call
+}
+
+// startLoad starts workers clients on each node of nodes. Each sends the
+// call next picks (with a random source of its own, seeded from rng),
+// pausing 0-2 ms (seeded) between calls, until stop; a client whose call
+// fails (its node died) records the call and ends.
+func (m *mesh) startLoad(rng *rand.Rand, nodes []int, workers int, next func(r *rand.Rand, node int) (key string, args []any)) *load {
+	l := &load{replies: make([]atomic.Int64, len(m.nodes))}
+	for _, i := range nodes {
+		for range workers {
+			r := rand.New(rand.NewPCG(rng.Uint64(), rng.Uint64()))
+			c := redis.NewClient(&redis.Options{Addr: m.nodes[i].srv.Addr, Protocol: 2, MaxRetries: -1, PoolSize: 1, ReadTimeout: 30 * time.Second})
+			l.wg.Add(1)
+			go func() {
+				defer l.wg.Done()
+				defer c.Close()
+				var mine []call
+				defer func() {
+					l.mu.Lock()
+					l.calls = append(l.calls, mine...)
+					l.mu.Unlock()
+				}()
+				for !l.stopping.Load() {
+					key, args := next(r, i)
+					cl := call{node: i, key: key, sent: time.Now().UnixNano()}
+					v, err := c.Do(context.Background(), args...).Int64Slice()
+					cl.recv = time.Now().UnixNano()
+					switch {
+					case err != nil:
+						cl.out, cl.err = failed, err
+					case v[0] == 0:
+						cl.out = admitted
+					default:
+						cl.out = limited
+					}
+					mine = append(mine, cl)
+					if err != nil {
+						return
+					}
+					l.replies[i].Add(1)
+					time.Sleep(time.Duration(r.IntN(2000)) * time.Microsecond) // the clients' pace
+				}
+			}()
+		}
+	}
+	return l
+}
+
+// stop stops the clients, waits for their calls in flight and returns
+// every call made.
+func (l *load) stop() []call {
+	l.stopping.Store(true)
+	l.wg.Wait()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.calls
+}
+
+// waitReplies waits until the nodes have answered at least n more calls
+// than before.
+func (l *load) waitReplies(t *testing.T, nodes []int, n int64) {
+	t.Helper()
+	base := make([]int64, len(l.replies))
+	for _, i := range nodes {
+		base[i] = l.replies[i].Load()
+	}
+	testwait.For(t, 30*time.Second, fmt.Sprintf("%d more replies from nodes %v", n, nodes), func() bool {
+		for _, i := range nodes {
+			if l.replies[i].Load() < base[i]+n {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// debtBucket models one exact limiter charged with every admission, however
+// many nodes decided them: a debt in units that drains rate units per ns
+// and that each admission raises by cost units. It is the bucket behind
+// CL.THROTTLE (cost T ns, rate 1: the TAT is the last admission's instant
+// plus the debt then) and TB.THROTTLE (cost refill_period ns-units per
+// token, rate refill_count), see reference/crdt-design.md 1.1.
+type debtBucket struct{ cost, rate int64 }
+
+// debt is the bucket's debt at now, after admissions at the instants at
+// (sorted, none after now), fed in time order whatever the limit says:
+// d <- max(0, d - rate*(t - t_prev)) + cost. The debt depends only on the
+// set of instants (design 1.1), and it never decreases when an instant is
+// moved later: unrolled, the debt is max over u of (sum of the costs at or
+// after u) - rate*(now - u), and moving an admission later only adds it to
+// more of those sums.
+func (b debtBucket) debt(at []int64, now int64) int64 {
+	var d, last int64
+	for i, t := range at {
+		if i > 0 {
+			d = max(0, d-b.rate*(t-last))
+		}
+		d += b.cost
+		last = t
+	}
+	if len(at) > 0 && now > last {
+		d = max(0, d-b.rate*(now-last))
+	}
+	return d
+}
+
+// admissionsOf returns the send and the reply instants of the admitted
+// calls on key (and of the failed ones with unknown), each sorted.
+func admissionsOf(calls []call, key string, unknown bool) (sent, recv []int64) {
+	for _, c := range calls {
+		if c.key == key && (c.out == admitted || unknown && c.out == failed) {
+			sent, recv = append(sent, c.sent), append(recv, c.recv)
+		}
+	}
+	slices.Sort(sent)
+	slices.Sort(recv)
+	return sent, recv
+}
+
+// gcraPeek is CL.THROTTLE's reply to a peek (quantity 0) at now on a key
+// whose TAT is tat, from package gcra: what one exact GCRA would answer.
+func gcraPeek(t *testing.T, p gcra.Params, tat, now int64) []int64 {
+	t.Helper()
+	_, _, res, err := gcra.Decide(tat, p, now, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []int64{b2i(res.Limited), res.Limit, res.Remaining, gcra.Seconds(res.RetryAfter), gcra.Seconds(res.ResetAfter)}
+}
+
+// tbPeekMs is TB.THROTTLE's reply to a peek with MS on a bucket of
+// capacity tokens of unit period ns refilling at rate owing d: the engine's
+// arithmetic (engines/bucket.go check) for quantity 0, times rounded up to
+// whole ms.
+func tbPeekMs(capacity, unit, rate, d int64) []int64 {
+	ms := func(ns int64) int64 {
+		if ns < 0 {
+			return -1
+		}
+		return ns/1e6 + min(ns%1e6, 1)
+	}
+	size := capacity * unit
+	ceil := func(a, b int64) int64 { return (a + b - 1) / b }
+	out := []int64{0, capacity, max(0, (size-d)/unit), -1, ms(ceil(d, rate))}
+	if d > size {
+		out[0], out[3] = 1, ms(ceil(d-size, rate))
+	}
+	return out
+}
+
+func b2i(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// between reports whether every field of got lies between those of a and
+// b (in either order): each field of a peek reply moves one way as the
+// debt grows, so a reply for a debt between two debts lies between their
+// replies.
+func between(got, a, b []int64) bool {
+	if len(got) != len(a) {
+		return false
+	}
+	for i := range got {
+		if got[i] < min(a[i], b[i]) || got[i] > max(a[i], b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func int64s(t *testing.T, c *redis.Client, args ...any) []int64 {
+	t.Helper()
+	v, err := c.Do(context.Background(), args...).Int64Slice()
+	if err != nil {
+		t.Fatalf("%v: %v", args, err)
+	}
+	return v
+}
+
+// TestCrdt_Partition: three nodes, clients on both sides of a two-second
+// partition {x} | {y, z} (x seeded) calling CL.THROTTLE and TB.THROTTLE on
+// the same two keys, every reply recorded. After the heal and the end of
+// the load, every node must show the same DEBUG DIGEST and the same peeks
+// within 1 s, and what they show must be what one exact limiter charged
+// with every recorded admission would show: nothing admitted on either side
+// is lost, and nothing is charged that was not admitted.
+//
+// How the comparison copes with real time. The test and the nodes read the
+// same wall clock (one machine), so a node stamped each admission at an
+// instant between the call's send and reply instants, and answers a peek at
+// an instant between the instants around it. The model's debt never
+// decreases when an admission moves later, and never increases as the peek
+// moves later; so the node's true debt at its peek lies between
+//
+//	D_lo = debt(admissions at their send instants, at the instant after the peek)
+//	D_hi = debt(admissions at their reply instants, at the instant before it)
+//
+// and, since every field of a peek reply is monotone in the debt (limited,
+// retry_after and reset_after grow with it, remaining shrinks), each field
+// must lie between its values for D_lo and D_hi. That is an exact check: no
+// tolerance but the measured round trips, which are small next to the cost
+// of one admission (250 ms of GCRA debt; TB replies in ms with MS), so one
+// admission lost or invented shows. CL.THROTTLE answers in whole seconds;
+// the key's PTTL (ms), which a mesh node sets to the instant the merged
+// debt is repaid, checks the same TAT to the millisecond. The peeks then
+// go on until the keys take a call again: every node must stay limited
+// until the whole debt, the other side's admissions included, is repaid,
+// and not longer.
+func TestCrdt_Partition(t *testing.T) {
+	rng := newRand(t)
+	m := newMesh(t, 3, false)
+	took := m.waitLinks(20*time.Second, "the mesh connected", allLinks)
+	t.Logf("mesh connected %v after the last start", took)
+
+	// CL.THROTTLE g 4 4 1: T = 250 ms, limit 5, tau = 1.25 s.
+	// TB.THROTTLE b 5 4 1000 MS: 5 tokens, 4 per second, in ms.
+	gp, err := gcra.NewParams(4, 4, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tau := gp.Interval * gp.Limit()
+	gModel := debtBucket{cost: gp.Interval, rate: 1}
+	const tbCap, tbUnit, tbRate = 5, int64(time.Second), 4
+	tbModel := debtBucket{cost: tbUnit, rate: tbRate}
+	next := func(r *rand.Rand, _ int) (string, []any) {
+		if r.IntN(2) == 0 {
+			return "g", []any{"CL.THROTTLE", "g", 4, 4, 1}
+		}
+		return "b", []any{"TB.THROTTLE", "b", tbCap, tbRate, 1000, 1, "MS"}
+	}
+	// Peeks in whole seconds, so that nodes read a few ms apart agree.
+	peeks := [][]any{{"CL.THROTTLE", "g", 4, 4, 1, 0}, {"TB.THROTTLE", "b", tbCap, tbRate, 1, 0}}
+
+	alone := rng.IntN(3)
+	var others []int
+	for i := range 3 {
+		if i != alone {
+			others = append(others, i)
+		}
+	}
+	warmup := time.Duration(300+rng.IntN(500)) * time.Millisecond
+	after := time.Duration(rng.IntN(300)) * time.Millisecond
+	t.Logf("partition {%s} | {%s, %s}; load %v before it, %v after the heal",
+		m.nodes[alone].id, m.nodes[others[0]].id, m.nodes[others[1]].id, warmup, after)
+
+	l := m.startLoad(rng, []int{0, 1, 2}, 2, next)
+	time.Sleep(warmup) // a load phase, not a wait for something to settle
+	cutAt := time.Now()
+	m.isolate(alone)
+	cutSeen := m.waitLinks(5*time.Second, "the partition seen", func(i, j int) bool { return (i == alone) == (j == alone) })
+	t.Logf("partition seen on every node %v after the cut", cutSeen)
+	time.Sleep(2*time.Second - time.Since(cutAt)) // the partition lasts 2 s
+	m.heal()
+	healAt := time.Now()
+	time.Sleep(after) // load after the heal
+	calls := l.stop()
+	endAt := time.Now()
+	convergedAt := m.waitAlike(10*time.Second, peeks)
+	t.Logf("converged %v after the end of the load (%v after the heal)", convergedAt.Sub(endAt), convergedAt.Sub(healAt))
+	if d := convergedAt.Sub(endAt); d > time.Second {
+		t.Errorf("converged %v after the end of the load, want within 1 s", d)
+	}
+
+	var ok, lim, fail int
+	var during [3]int
+	for _, c := range calls {
+		switch c.out {
+		case admitted:
+			ok++
+			if c.key == "g" && c.sent > cutAt.UnixNano() && c.recv < healAt.UnixNano() {
+				during[c.node]++
+			}
+		case limited:
+			lim++
+		case failed:
+			fail++
+			t.Errorf("node %s: %v failed: %v", m.nodes[c.node].id, c.key, c.err)
+		}
+	}
+	t.Logf("%d calls: %d admitted, %d limited, %d failed; CL.THROTTLE admitted during the partition per node: %v", len(calls), ok, lim, fail, during)
+
+	gSent, gRecv := admissionsOf(calls, "g", true)
+	bSent, bRecv := admissionsOf(calls, "b", true)
+	if len(gSent) == 0 || len(bSent) == 0 {
+		t.Fatalf("nothing admitted: %d on g, %d on b", len(gSent), len(bSent))
+	}
+	// The TAT of g: the last admission plus the debt then.
+	tatLo := gSent[len(gSent)-1] + gModel.debt(gSent, gSent[len(gSent)-1])
+	tatHi := gRecv[len(gRecv)-1] + gModel.debt(gRecv, gRecv[len(gRecv)-1])
+	lastRecv := max(gRecv[len(gRecv)-1], bRecv[len(bRecv)-1])
+	if d := gModel.debt(gSent, endAt.UnixNano()); d <= tau+gp.Interval {
+		t.Errorf("the debt of g at the end of the load is %v, not beyond its %v bucket: the partition did not make the sides over-admit, so repayment is not tested",
+			time.Duration(d), time.Duration(tau))
+	}
+
+	// check peeks on node i, once: false when the node has repaid both.
+	failures := 0
+	check := func(i int) (blocked bool) {
+		nd := m.nodes[i]
+		pb := time.Now().UnixNano()
+		g := int64s(t, nd.c, "CL.THROTTLE", "g", 4, 4, 1, 0)
+		b := int64s(t, nd.c, "TB.THROTTLE", "b", tbCap, tbRate, 1000, 0, "MS")
+		pttl := do(t, nd.c, "PTTL", "g").(int64)
+		pa := time.Now().UnixNano()
+		gLo, gHi := gcraPeek(t, gp, tatLo, pa), gcraPeek(t, gp, tatHi, pb)
+		bLo, bHi := tbPeekMs(tbCap, tbUnit, tbRate, tbModel.debt(bSent, pa)), tbPeekMs(tbCap, tbUnit, tbRate, tbModel.debt(bRecv, pb))
+		// The key lives to the ms of the TAT: floor(TAT/1e6) - floor(now/1e6).
+		pLo, pHi := tatLo/1e6-pa/1e6, tatHi/1e6-pb/1e6
+		if tatHi <= pb { // repaid: the key may be gone (-2)
+			pLo = -2
+		}
+		if failures < 10 && (!between(g, gLo, gHi) || !between(b, bLo, bHi) || pttl < pLo || pttl > pHi) {
+			failures++
+			t.Errorf("node %s, %v after the end of the load: CL.THROTTLE g peek %v, want between %v and %v; PTTL g %d, want %d..%d; TB.THROTTLE b peek (ms) %v, want between %v and %v",
+				nd.id, time.Duration(pb-endAt.UnixNano()), g, gLo, gHi, pttl, pLo, pHi, b, bLo, bHi)
+		}
+		return g[2] == 0 || b[2] == 0
+	}
+	for i := range m.nodes {
+		check(i)
+	}
+	// Every node stays limited until the merged debt is repaid. The last
+	// instant the model allows a call: when D_hi has drained to size-cost.
+	repaid := max(tatHi-(tau-gp.Interval), lastRecv+(tbModel.debt(bRecv, lastRecv)-(tbCap-1)*tbUnit)/tbRate)
+	t.Logf("the model says the keys take a call again %v after the heal", time.Duration(repaid-healAt.UnixNano()))
+	deadline := time.Unix(0, repaid).Add(5 * time.Second)
+	pending := []int{0, 1, 2}
+	for len(pending) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("nodes %v still limited 5 s after the model repaid the debt", pending)
+		}
+		pending = slices.DeleteFunc(pending, func(i int) bool { return !check(i) })
+		time.Sleep(time.Millisecond) // polling
+	}
+	t.Logf("every node took calls again %v after the heal", time.Since(healAt))
+}
