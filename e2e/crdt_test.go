@@ -830,3 +830,95 @@ func TestCrdt_KillRestart(t *testing.T) {
 		}
 	}
 }
+
+// skewMesh starts three nodes on the debug clock with --crdt-max-skew
+// 100ms, every link blocked, and sets every clock to one instant: the
+// clocks freeze at each process's start, which are further apart than
+// that. It returns the mesh and the instant.
+func skewMesh(t *testing.T) (*mesh, int64) {
+	t.Helper()
+	m := newMesh(t, 3, true, "--debug-clock", "--crdt-max-skew", "100ms")
+	base := time.Now().Truncate(time.Millisecond).UnixNano()
+	for _, nd := range m.nodes {
+		do(t, nd.c, "DEBUG", "CLOCK", "SET", base)
+	}
+	return m, base
+}
+
+// skewLogged waits until node i's log says it refused node j for a clock
+// off by want (as time.Duration prints it), and returns the line.
+func (m *mesh) skewLogged(i, j int, want string) string {
+	m.t.Helper()
+	var line string
+	testwait.For(m.t, 10*time.Second, fmt.Sprintf("node %s logging that %s's clock is %s off", m.nodes[i].id, m.nodes[j].id, want), func() bool {
+		for l := range strings.SplitSeq(m.nodes[i].srv.Output(), "\n") {
+			if strings.Contains(l, "crdt="+m.nodes[i].id+" ") && strings.Contains(l, "peer="+m.nodes[j].id+" ") &&
+				strings.Contains(l, "its clock is "+want+" off ours, more than --crdt-max-skew 100ms") {
+				line = l
+				return true
+			}
+		}
+		return false
+	})
+	return line
+}
+
+// TestCrdt_SkewRefused: a node whose clock is 1 s off the others' (with
+// --crdt-max-skew 100ms) is refused when the links come up: CRDT PEERS
+// and INFO show it not connected on every node, while the other two
+// connect; each side's log says why. Once its clock is set back, it
+// connects.
+func TestCrdt_SkewRefused(t *testing.T) {
+	rng := newRand(t)
+	m, base := skewMesh(t)
+	off := rng.IntN(3)
+	do(t, m.nodes[off].c, "DEBUG", "CLOCK", "SET", base+int64(time.Second))
+	t.Logf("node %s is 1 s ahead", m.nodes[off].id)
+	m.heal()
+	apart := func(i, j int) bool { return i != off && j != off }
+	for i := range m.nodes {
+		if i == off {
+			continue
+		}
+		// Both ends dial, and each refuses the other's clock.
+		t.Log(m.skewLogged(i, off, "1s"))
+		t.Log(m.skewLogged(off, i, "-1s"))
+	}
+	m.waitLinks(10*time.Second, "the other two connected, the skewed one not", apart)
+	// Refused for good: it stays apart while the dialers retry, for a few
+	// of their longest backoffs (200 ms).
+	for end := time.Now().Add(time.Second); time.Now().Before(end); time.Sleep(time.Millisecond) {
+		if ok, seen := m.linksAre([]int{0, 1, 2}, apart); !ok {
+			t.Fatalf("the skewed node connected: %s", seen)
+		}
+	}
+	for i, nd := range m.nodes {
+		if i == off {
+			continue
+		}
+		if got := infoField(t, nd.c, "replication", "crdt_peer_"+m.nodes[off].id); !strings.Contains(got, "connected=0") {
+			t.Errorf("node %s INFO crdt_peer_%s:%s, want connected=0", nd.id, m.nodes[off].id, got)
+		}
+	}
+	do(t, m.nodes[off].c, "DEBUG", "CLOCK", "SET", base)
+	took := m.waitLinks(10*time.Second, "every node connected once the clock is back", allLinks)
+	t.Logf("connected %v after the clock was set back", took)
+}
+
+// TestCrdt_SkewAfterConnect: the clock of a node already connected jumps
+// 1 s ahead (with --crdt-max-skew 100ms): its peers must stop exchanging
+// with it, as with a node refused at connection (TestCrdt_SkewRefused),
+// and take it back once its clock is set back.
+func TestCrdt_SkewAfterConnect(t *testing.T) {
+	rng := newRand(t)
+	m, base := skewMesh(t)
+	m.heal()
+	m.waitLinks(10*time.Second, "the mesh connected", allLinks)
+	off := rng.IntN(3)
+	do(t, m.nodes[off].c, "DEBUG", "CLOCK", "SET", base+int64(time.Second))
+	t.Logf("node %s is now 1 s ahead", m.nodes[off].id)
+	took := m.waitLinks(5*time.Second, "the skewed node cut off", func(i, j int) bool { return i != off && j != off })
+	t.Logf("cut off %v after its clock jumped", took)
+	do(t, m.nodes[off].c, "DEBUG", "CLOCK", "SET", base)
+	m.waitLinks(10*time.Second, "every node connected once the clock is back", allLinks)
+}
