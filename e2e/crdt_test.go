@@ -831,11 +831,11 @@ func TestCrdt_KillRestart(t *testing.T) {
 	}
 }
 
-// skewMesh starts three nodes on the debug clock with --crdt-max-skew
+// clockMesh starts three nodes on the debug clock with --crdt-max-skew
 // 100ms, every link blocked, and sets every clock to one instant: the
 // clocks freeze at each process's start, which are further apart than
 // that. It returns the mesh and the instant.
-func skewMesh(t *testing.T) (*mesh, int64) {
+func clockMesh(t *testing.T) (*mesh, int64) {
 	t.Helper()
 	m := newMesh(t, 3, true, "--debug-clock", "--crdt-max-skew", "100ms")
 	base := time.Now().Truncate(time.Millisecond).UnixNano()
@@ -870,7 +870,7 @@ func (m *mesh) skewLogged(i, j int, want string) string {
 // connects.
 func TestCrdt_SkewRefused(t *testing.T) {
 	rng := newRand(t)
-	m, base := skewMesh(t)
+	m, base := clockMesh(t)
 	off := rng.IntN(3)
 	do(t, m.nodes[off].c, "DEBUG", "CLOCK", "SET", base+int64(time.Second))
 	t.Logf("node %s is 1 s ahead", m.nodes[off].id)
@@ -911,7 +911,7 @@ func TestCrdt_SkewRefused(t *testing.T) {
 // and take it back once its clock is set back.
 func TestCrdt_SkewAfterConnect(t *testing.T) {
 	rng := newRand(t)
-	m, base := skewMesh(t)
+	m, base := clockMesh(t)
 	m.heal()
 	m.waitLinks(10*time.Second, "the mesh connected", allLinks)
 	off := rng.IntN(3)
@@ -921,4 +921,58 @@ func TestCrdt_SkewAfterConnect(t *testing.T) {
 	t.Logf("cut off %v after its clock jumped", took)
 	do(t, m.nodes[off].c, "DEBUG", "CLOCK", "SET", base)
 	m.waitLinks(10*time.Second, "every node connected once the clock is back", allLinks)
+}
+
+// setClocks sets the debug clock of every node to at.
+func (m *mesh) setClocks(at int64) {
+	m.t.Helper()
+	for _, nd := range m.nodes {
+		do(m.t, nd.c, "DEBUG", "CLOCK", "SET", at)
+	}
+}
+
+// waitSame waits until every node answers DEBUG DIGEST alike.
+func (m *mesh) waitSame(within time.Duration) { m.t.Helper(); m.waitAlike(within, nil) }
+
+// TestCrdt_ExpiryInPartition: a node must not drop a key whose debt it
+// sees repaid while a partition hides the other side's admissions: in the
+// union of both sides its admissions still count. On the debug clock, with
+// CL.THROTTLE k 0 1 10 (one call per 10 s): node x (cut off) admits one at
+// base, node y on the other side one at base+5s, and every clock moves to
+// base+12s, when x alone would be repaid (base+10s). One exact limiter fed
+// both admissions has its TAT at max(base + 10 + 10, base+5 + 10) =
+// base+20s, a debt of 8 s at base+12s; without x's admission it would be
+// base+15s, 3 s. After the heal every node must show 8 s (the design's
+// rule: a key expires when its debt at the completeness bound is 0, and
+// the bound does not move in a partition).
+func TestCrdt_ExpiryInPartition(t *testing.T) {
+	rng := newRand(t)
+	m, base := clockMesh(t)
+	m.heal()
+	m.waitLinks(10*time.Second, "the mesh connected", allLinks)
+	x := rng.IntN(3)
+	y := (x + 1 + rng.IntN(2)) % 3
+	t.Logf("node %s cut off from the others; node %s admits on the other side", m.nodes[x].id, m.nodes[y].id)
+	m.isolate(x)
+	m.waitLinks(10*time.Second, "the partition seen", func(i, j int) bool { return (i == x) == (j == x) })
+	call := []any{"CL.THROTTLE", "k", 0, 1, 10, 1}
+	if v := int64s(t, m.nodes[x].c, call...); v[0] != 0 {
+		t.Fatalf("node %s: %v = %v, want admitted", m.nodes[x].id, call, v)
+	}
+	do(t, m.nodes[y].c, "DEBUG", "CLOCK", "SET", base+int64(5*time.Second))
+	if v := int64s(t, m.nodes[y].c, call...); v[0] != 0 {
+		t.Fatalf("node %s: %v = %v, want admitted (it has not seen node %s's)", m.nodes[y].id, call, v, m.nodes[x].id)
+	}
+	m.setClocks(base + int64(12*time.Second))
+	t.Logf("at base+12s before the heal, node %s has k: %v; node %s: %v", m.nodes[x].id, do(t, m.nodes[x].c, "EXISTS", "k"),
+		m.nodes[y].id, do(t, m.nodes[y].c, "EXISTS", "k"))
+	m.heal()
+	m.waitLinks(10*time.Second, "the mesh connected again", allLinks)
+	m.waitSame(10 * time.Second)
+	want := []int64{0, 1, 0, -1, 8}
+	for _, nd := range m.nodes {
+		if got := int64s(t, nd.c, "CL.THROTTLE", "k", 0, 1, 10, 0); !slices.Equal(got, want) {
+			t.Errorf("node %s: peek %v, want %v (reset_after 3 means node %s's admission was lost)", nd.id, got, want, m.nodes[x].id)
+		}
+	}
 }
