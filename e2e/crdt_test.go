@@ -352,10 +352,12 @@ type load struct {
 
 // startLoad starts workers clients on each node of nodes. Each sends the
 // call next picks (with a random source of its own, seeded from rng),
-// pausing 0-2 ms (seeded) between calls, until stop; a client whose call
-// fails (its node died) records the call and ends.
+// pausing 0-2 ms (seeded) between calls, until stop (at the latest when
+// the test ends); a client whose call fails (its node died) records the
+// call and ends.
 func (m *mesh) startLoad(rng *rand.Rand, nodes []int, workers int, next func(r *rand.Rand, node int) (keys []string, args []any)) *load {
 	l := &load{replies: make([]atomic.Int64, len(m.nodes))}
+	m.t.Cleanup(func() { l.stop() })
 	for _, i := range nodes {
 		for range workers {
 			r := rand.New(rand.NewPCG(rng.Uint64(), rng.Uint64()))
