@@ -902,8 +902,8 @@ func TestCrdt_LinkChaos(t *testing.T) {
 
 // TestCrdt_KillRestart: while clients call CL.THROTTLE on every node, one
 // node (seeded) is killed with SIGKILL; the other two go on taking load,
-// then it is restarted, (a) on its data folder and then (b, another seeded
-// node) on an empty one. The load stops once the restarted node answers
+// then it is restarted, (a) on its data folder and then (b, with the node
+// picked again) on an empty one. The load stops once the restarted node answers
 // PING, and all three must show the same DEBUG DIGEST and peeks within 1 s
 // of that PING.
 //
@@ -1020,9 +1020,9 @@ func TestCrdt_KillRestart(t *testing.T) {
 }
 
 // clockMesh starts three nodes on the debug clock with --crdt-max-skew
-// 100ms and extra arguments, every link blocked, and sets every clock to one instant: the
-// clocks freeze at each process's start, which are further apart than
-// that. It returns the mesh and the instant.
+// 100ms and extra arguments, every link blocked, and sets every clock to
+// one instant: the clocks freeze at each process's start, which are
+// further apart than that. It returns the mesh and the instant.
 func clockMesh(t *testing.T, extra ...string) (*mesh, int64) {
 	t.Helper()
 	m := newMesh(t, 3, true, append([]string{"--debug-clock", "--crdt-max-skew", "100ms"}, extra...)...)
