@@ -116,7 +116,11 @@ func (l *limit) loadMerged(c *Ctx) string {
 	switch k, err := mstate.KindOf(v.Bytes); {
 	case err != nil:
 		return engineError(err)
-	case k != want:
+	case k == want:
+	case want == mstate.GCRA || k == mstate.GCRA || k == mstate.Str:
+		// A CL.THROTTLE key is a string, as on a single node.
+		return errWrongType
+	default:
 		return errWrongType + " (the key holds " + k.String() + " state, not " + want.String() + ")"
 	}
 	l.state = v.Bytes
