@@ -127,12 +127,13 @@ func (c *Ctx) addInt(key []byte, d int64) (int64, string) {
 		c.storeString(key, next, nil)
 		return n, ""
 	}
-	v, exists, ok := c.stringAt(key)
-	if !ok {
+	v, exists := c.value(key)
+	if exists && !v.IsString() {
 		return 0, errWrongType
 	}
 	var cur int64
 	if exists {
+		var ok bool
 		if cur, ok = v.Integer(); !ok {
 			return 0, errNotInt
 		}
