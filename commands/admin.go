@@ -72,12 +72,16 @@ func debug(c *Ctx) {
 			c.W.Error(wrongArity("debug|digest"))
 			return
 		}
-		writeDigest(c, c.replicaTx().Digest())
+		writeDigest(c, c.replicaTx().Digest(func(v store.Value) bool { return !c.visible(v) }))
 	case is(sub, "DIGEST-VALUE"):
 		// No key is no error in Redis either: the reply is an empty array.
 		c.W.Array(len(c.Args) - 2)
 		for _, k := range c.Args[2:] {
-			writeDigest(c, c.replicaTx().DigestValue(c.DB(), k))
+			d := c.replicaTx().DigestValue(c.DB(), k)
+			if v, ok := c.Tx.Get(c.DB(), k); ok && !c.visible(v) {
+				d = [sha1.Size]byte{}
+			}
+			writeDigest(c, d)
 		}
 	case is(sub, "HELP"):
 		c.help("debug", debugHelp)
@@ -162,11 +166,15 @@ func debugClock(c *Ctx) {
 }
 
 // setClock sets the debug clock to t and replies t. On a Raft replica
-// (applying the command) the cluster's time moves to t with it.
+// (applying the command) the cluster's time moves to t with it; a mesh
+// node's time goes to t even when that is back.
 func (c *Ctx) setClock(t int64) {
 	c.srv.cfg.Manual.Set(t)
 	if cl := c.srv.cluster; cl != nil && c.Conn == nil {
 		cl.SetInstant(t)
+	}
+	if m := c.srv.mesh; m != nil {
+		m.SetInstant(t)
 	}
 	c.W.Int(t)
 }

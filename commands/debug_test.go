@@ -32,7 +32,7 @@ func TestDebugDigest_Atomic(t *testing.T) {
 			tx.Put(0, []byte("a"), store.IntValue(n), 0)
 			tx.Put(0, []byte("b"), store.IntValue(n), 0)
 		}
-		d := tx.Digest()
+		d := tx.Digest(nil)
 		states["+"+hex.EncodeToString(d[:])+"\r\n"] = true
 	}
 

@@ -8,9 +8,13 @@ import (
 )
 
 func del(c *Ctx) {
+	if msg := c.keyRefusal(c.Args[1:]...); msg != "" {
+		c.W.Error(msg)
+		return
+	}
 	n := int64(0)
 	for _, k := range c.Args[1:] {
-		if c.Tx.Delete(c.DB(), k) {
+		if c.deleteKey(k) {
 			n++
 		}
 	}
@@ -20,7 +24,7 @@ func del(c *Ctx) {
 func exists(c *Ctx) {
 	n := int64(0)
 	for _, k := range c.Args[1:] {
-		if c.Tx.Exists(c.DB(), k) {
+		if c.keyExists(k) {
 			n++
 		}
 	}
@@ -28,7 +32,7 @@ func exists(c *Ctx) {
 }
 
 func typeCmd(c *Ctx) {
-	v, ok := c.Tx.Get(c.DB(), c.Args[1])
+	v, ok := c.value(c.Args[1])
 	if !ok {
 		c.W.Status("none")
 		return
@@ -39,8 +43,8 @@ func typeCmd(c *Ctx) {
 func keys(c *Ctx) {
 	pat := string(c.Args[1])
 	var found []string
-	c.Tx.ForEach(c.DB(), func(k string, _ store.Value, _ int64) bool {
-		if globMatch(pat, k) {
+	c.Tx.ForEach(c.DB(), func(k string, v store.Value, _ int64) bool {
+		if globMatch(pat, k) && c.visible(v) {
 			found = append(found, k)
 		}
 		return true
@@ -92,7 +96,7 @@ func scan(c *Ctx) {
 		if hasPat && !globMatch(pat, k) {
 			return
 		}
-		if hasType && typeName(v) != typ {
+		if (hasType && typeName(v) != typ) || !c.visible(v) {
 			return
 		}
 		found = append(found, k)
@@ -125,7 +129,7 @@ func pttl(c *Ctx) { ttlReply(c, true) }
 // ttlReply answers TTL (seconds, rounded to nearest) or PTTL (ms): -2 for a
 // missing key, -1 for a key without expiry.
 func ttlReply(c *Ctx, ms bool) {
-	exp, ok := c.Tx.ExpireMs(c.DB(), c.Args[1])
+	exp, ok := c.keyExpiry(c.Args[1])
 	switch {
 	case !ok:
 		c.W.Int(-2)
@@ -189,10 +193,14 @@ func expireCmd(c *Ctx, name string, unit int64, relative bool) {
 		}
 		when += c.Tx.NowMs()
 	}
-	db, key := c.DB(), c.Args[1]
-	cur, ok := c.Tx.ExpireMs(db, key)
+	key := c.Args[1]
+	cur, ok := c.keyExpiry(key)
 	if !ok {
 		c.W.Int(0)
+		return
+	}
+	if msg := c.keyRefusal(key); msg != "" {
+		c.W.Error(msg)
 		return
 	}
 	// A key without expiry has an infinite TTL for GT and LT.
@@ -203,20 +211,20 @@ func expireCmd(c *Ctx, name string, unit int64, relative bool) {
 		c.W.Int(0)
 		return
 	}
-	if when <= c.Tx.NowMs() {
-		c.Tx.Delete(db, key)
-	} else {
-		c.Tx.SetExpire(db, key, when)
-	}
+	c.setExpiry(key, when)
 	c.W.Int(1)
 }
 
 func persist(c *Ctx) {
-	exp, ok := c.Tx.ExpireMs(c.DB(), c.Args[1])
+	exp, ok := c.keyExpiry(c.Args[1])
 	if !ok || exp == 0 {
 		c.W.Int(0)
 		return
 	}
-	c.Tx.SetExpire(c.DB(), c.Args[1], 0)
+	if msg := c.keyRefusal(c.Args[1]); msg != "" {
+		c.W.Error(msg)
+		return
+	}
+	c.setExpiry(c.Args[1], 0)
 	c.W.Int(1)
 }

@@ -2,6 +2,7 @@ package commands
 
 import (
 	"errors"
+	"math"
 	"strings"
 
 	"github.com/throttleddb/throttled/engines"
@@ -29,11 +30,18 @@ type Mesh interface {
 	// mesh promises peers that no later stamp is earlier than a watermark
 	// it has sent.
 	Now() int64
+	// SetInstant is called when DEBUG CLOCK SET or ADVANCE moves the
+	// debug clock: the node's time is t from now on, even if that is
+	// earlier than a watermark it has sent.
+	SetInstant(t int64)
 	// MaxSkew is the tolerated clock difference between nodes, in ns.
 	MaxSkew() int64
 	// Changed records that the command wrote key; the caller holds the
 	// key's shard lock.
 	Changed(db int, key []byte)
+	// Alone reports whether the node has no peers: nothing it deletes can
+	// come back, so it may delete as a single node does.
+	Alone() bool
 	// Command runs a CRDT subcommand (args[0] is "CRDT").
 	Command(args [][]byte, w *resp.Writer)
 	// AppendInfo appends INFO replication's lines to b.
@@ -54,22 +62,18 @@ func crdtCmd(c *Ctx) {
 }
 
 // meshRefusal is the error for a command a mesh node cannot run, "" for
-// the others: a write whose effect no merge could carry to the other nodes.
-// Rate-limit keys cannot be deleted (the other nodes' parts would bring the
-// state back), and flushing a database would not flush the others.
+// the others: a node with peers cannot flush a database, as the peers would
+// bring the keys back. (Every other write has a mergeable form: see
+// keyspace.go; a rate-limit key cannot be deleted there either, which
+// keyRefusal checks key by key.) A node alone flushes as a single node.
 func (s *Server) meshRefusal(spec *Spec) string {
 	if s.mesh == nil || spec.Flags&Write == 0 {
 		return ""
 	}
-	switch spec.Name {
-	case "cl.throttle", "fwc.throttle", "swl.throttle", "swc.throttle", "tb.throttle", "lb.throttle", "throttle.all",
-		"eval", "evalsha", "exec":
-		// Scripts and transactions are checked command by command.
-		return ""
-	case "flushdb", "flushall":
-		return "ERR " + strings.ToUpper(spec.Name) + " is not supported with --replication crdt: the other nodes would send the keys back"
+	if (spec.Name == "flushdb" || spec.Name == "flushall") && !s.mesh.Alone() {
+		return "ERR " + strings.ToUpper(spec.Name) + " is not supported on a node with CRDT peers: the other nodes would send the keys back"
 	}
-	return "ERR " + strings.ToUpper(spec.Name) + " is not supported with --replication crdt: only the rate-limit commands write there"
+	return ""
 }
 
 // mergedTypeName is what TYPE says of a mergeable state: the command
@@ -112,7 +116,11 @@ func (l *limit) loadMerged(c *Ctx) string {
 	switch k, err := mstate.KindOf(v.Bytes); {
 	case err != nil:
 		return engineError(err)
-	case k != want:
+	case k == want:
+	case want == mstate.GCRA || k == mstate.GCRA || k == mstate.Str:
+		// A CL.THROTTLE key is a string, as on a single node.
+		return errWrongType
+	default:
 		return errWrongType + " (the key holds " + k.String() + " state, not " + want.String() + ")"
 	}
 	l.state = v.Bytes
@@ -143,14 +151,19 @@ func (l *limit) checkMerged(c *Ctx) string {
 }
 
 // commitMerged stores what checkMerged decided and tells the mesh. The key
-// lives until the state is full, or longer if a merge said so.
+// lives until the state is full: for a window kind, or longer if a merge
+// said so.
 func (l *limit) commitMerged(c *Ctx) {
 	if !l.write {
 		return
 	}
 	db := c.DB()
 	exp := store.ExpiryAt(l.fullAt)
-	if old, ok := c.Tx.ExpireMs(db, l.key); ok && l.exists {
+	if at, err := mstate.Expiry(l.next); err == nil && at != math.MinInt64 {
+		// A debt log's expiry follows from its bytes, as on the nodes
+		// that merge it.
+		exp = store.ExpiryAt(at)
+	} else if old, ok := c.Tx.ExpireMs(db, l.key); ok && l.exists {
 		exp = max(exp, old)
 	}
 	c.Tx.Put(db, l.key, store.Value{Kind: store.KindMerged, Bytes: l.next}, exp)

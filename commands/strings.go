@@ -10,7 +10,7 @@ import (
 // stringAt returns key's value when it is a string. A key of another kind
 // writes WRONGTYPE and returns ok false.
 func (c *Ctx) stringAt(key []byte) (v store.Value, exists, ok bool) {
-	v, exists = c.Tx.Get(c.DB(), key)
+	v, exists = c.value(key)
 	if exists && !v.IsString() {
 		c.W.Error(errWrongType)
 		return v, true, false
@@ -49,6 +49,10 @@ func get(c *Ctx) {
 }
 
 func getdel(c *Ctx) {
+	if msg := c.keyRefusal(c.Args[1]); msg != "" {
+		c.W.Error(msg)
+		return
+	}
 	v, exists, ok := c.stringAt(c.Args[1])
 	if !ok {
 		return
@@ -58,13 +62,13 @@ func getdel(c *Ctx) {
 		return
 	}
 	c.bulkValue(v) // written before the delete: the bytes are still valid
-	c.Tx.Delete(c.DB(), c.Args[1])
+	c.deleteKey(c.Args[1])
 }
 
 func mget(c *Ctx) {
 	c.W.Array(len(c.Args) - 1)
 	for _, k := range c.Args[1:] {
-		v, ok := c.Tx.Get(c.DB(), k)
+		v, ok := c.value(k)
 		if !ok || !v.IsString() {
 			c.W.Null()
 			continue
@@ -79,17 +83,17 @@ func mset(c *Ctx) {
 		return
 	}
 	for i := 1; i < len(c.Args); i += 2 {
-		c.Tx.Put(c.DB(), c.Args[i], ownedValue(c.Args[i+1]), 0)
+		c.putString(c.Args[i], c.Args[i+1], 0, false)
 	}
 	c.W.OK()
 }
 
 func setnx(c *Ctx) {
-	if c.Tx.Exists(c.DB(), c.Args[1]) {
+	if c.keyExists(c.Args[1]) {
 		c.W.Int(0)
 		return
 	}
-	c.Tx.Put(c.DB(), c.Args[1], ownedValue(c.Args[2]), 0)
+	c.putString(c.Args[1], c.Args[2], 0, false)
 	c.W.Int(1)
 }
 
@@ -108,7 +112,7 @@ func setWithTTL(c *Ctx, name string, unit int64) {
 		c.W.Error(invalidExpire(name))
 		return
 	}
-	c.Tx.Put(c.DB(), c.Args[1], ownedValue(c.Args[3]), exp)
+	c.putString(c.Args[1], c.Args[3], exp, false)
 	c.W.OK()
 }
 
@@ -194,7 +198,7 @@ func set(c *Ctx) {
 			return
 		}
 	}
-	db, key := c.DB(), c.Args[1]
+	key := c.Args[1]
 	var prev store.Value
 	var exists bool
 	if flags&getOld != 0 {
@@ -203,7 +207,7 @@ func set(c *Ctx) {
 			return
 		}
 	} else {
-		exists = c.Tx.Exists(db, key)
+		exists = c.keyExists(key)
 	}
 	apply := !(flags&nx != 0 && exists) && !(flags&xx != 0 && !exists)
 	if flags&getOld != 0 {
@@ -215,12 +219,7 @@ func set(c *Ctx) {
 		}
 	}
 	if apply {
-		v := ownedValue(c.Args[2])
-		if flags&keepTTL != 0 {
-			c.Tx.PutKeepTTL(db, key, v)
-		} else {
-			c.Tx.Put(db, key, v, exp)
-		}
+		c.putString(key, c.Args[2], exp, flags&keepTTL != 0)
 	}
 	if flags&getOld == 0 {
 		if apply {
@@ -258,23 +257,10 @@ func decrby(c *Ctx) {
 
 // incrementBy adds d to the integer at key (0 when missing), keeping its TTL.
 func incrementBy(c *Ctx, d int64) {
-	db, key := c.DB(), c.Args[1]
-	v, exists, ok := c.stringAt(key)
-	if !ok {
+	n, errText := c.addInt(c.Args[1], d)
+	if errText != "" {
+		c.W.Error(errText)
 		return
 	}
-	var cur int64
-	if exists {
-		if cur, ok = v.Integer(); !ok {
-			c.W.Error(errNotInt)
-			return
-		}
-	}
-	if (d > 0 && cur > math.MaxInt64-d) || (d < 0 && cur < math.MinInt64-d) {
-		c.W.Error(errOverflow)
-		return
-	}
-	cur += d
-	c.Tx.PutKeepTTL(db, key, store.IntValue(cur))
-	c.W.Int(cur)
+	c.W.Int(n)
 }

@@ -77,6 +77,7 @@ import (
 
 	"github.com/throttleddb/throttled/internal/proc"
 	"github.com/throttleddb/throttled/internal/testcert"
+	"github.com/throttleddb/throttled/replication/crdt/crdttest"
 	"github.com/throttleddb/throttled/replication/raft/rafttest"
 	"github.com/throttleddb/throttled/server"
 	"github.com/throttleddb/throttled/server/servertest"
@@ -108,6 +109,9 @@ func TestScripts(t *testing.T) {
 			if parseScript(t, path).raft {
 				targets = append(targets, "raft")
 			}
+			if parseScript(t, path).crdt {
+				targets = append(targets, "crdt")
+			}
 			if slices.Contains(targets, "throttled") {
 				// Every command must answer over TLS as over TCP.
 				targets = append(targets, "tls")
@@ -125,6 +129,7 @@ type script struct {
 	target string // both, throttled or redis
 	pass   string // requirepass
 	raft   bool   // "# raft: yes": also run on a Raft follower
+	crdt   bool   // "# crdt: yes": also run on a one-node CRDT mesh
 	blocks []*block
 }
 
@@ -158,6 +163,8 @@ func parseScript(t *testing.T, path string) *script {
 				s.pass = strings.TrimSpace(v)
 			case "raft":
 				s.raft = strings.TrimSpace(v) == "yes"
+			case "crdt":
+				s.crdt = strings.TrimSpace(v) == "yes"
 			}
 			continue
 		}
@@ -202,6 +209,11 @@ func runScript(t *testing.T, path, target string) {
 		// A follower of a 3-member Raft cluster: every command goes
 		// through the log and the leader, and must answer as one node.
 		r.addr = rafttest.New(t, 3, server.Config{RequirePass: s.pass}).Follower().Node.Addr()
+	case "crdt":
+		// A mesh node without peers: its states are mergeable ones, and
+		// it must answer as one node.
+		r.addr = servertest.Start(t, server.Config{DebugClock: true, RequirePass: s.pass, CRDT: &server.CRDTConfig{
+			NodeID: "a", Transport: crdttest.NewNet(1).Transport("a")}}).Addr()
 	case "tls":
 		certs := testcert.Make(t)
 		r.addr = servertest.Start(t, server.Config{DebugClock: true, RequirePass: s.pass, TLSCertFile: certs.ServerCert,

@@ -73,6 +73,11 @@ type Config struct {
 	ACLFile string
 	// DebugClock freezes the clock at start; DEBUG CLOCK moves it.
 	DebugClock bool
+	// DebugClockStart, with DebugClock, is the clock's first instant in
+	// Unix ns (0: the wall clock's at start). Tests of a mesh start every
+	// node at one instant, as moving a node's clock back after it started
+	// would break what it promised its peers.
+	DebugClockStart int64
 	// MaxBulkLen bounds one request argument (default 512 MiB).
 	MaxBulkLen int64
 	// MaxKeys and MaxMemory bound the keyspace (0: no bound); see store's
@@ -171,7 +176,7 @@ func Start(cfg Config) (*Node, error) {
 	var clk clock.Clock = clock.Real{}
 	var manual *clock.Manual
 	if cfg.DebugClock {
-		manual = clock.NewManual(time.Now().UnixNano())
+		manual = clock.NewManual(cmp.Or(cfg.DebugClockStart, time.Now().UnixNano()))
 		clk = manual
 	}
 	var pdb *persistence.DB

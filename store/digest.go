@@ -40,14 +40,15 @@ import (
 // Digest returns the digest of every database at the transaction's instant:
 // each live key with its value and expiry. Keys past their expiry are not
 // part of it, whether or not they have been removed yet, and it removes
-// none. Every shard must be locked.
-func (t Tx) Digest() [sha1.Size]byte {
+// none; neither are the values hidden says a client does not see (nil: all
+// are seen). Every shard must be locked.
+func (t Tx) Digest(hidden func(Value) bool) [sha1.Size]byte {
 	var sum [sha1.Size]byte
 	d := newDigester()
 	for i := range t.s.shards {
 		for db, m := range t.s.shards[i].dbs {
 			for k, e := range m {
-				if t.expired(e) {
+				if t.expired(e) || (hidden != nil && hidden(e.value())) {
 					continue
 				}
 				d.h.Reset()

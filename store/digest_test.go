@@ -61,11 +61,11 @@ func fill(t *testing.T, shards int, items []item) *Store {
 
 func TestDigest_Empty(t *testing.T) {
 	var zero [sha1.Size]byte
-	if got := newStore(t).Tx(t0).Digest(); got != zero {
+	if got := newStore(t).Tx(t0).Digest(nil); got != zero {
 		t.Fatalf("empty store: got %x, want zeros", got)
 	}
 	s := fill(t, 4, []item{{db: 1, key: "k", v: IntValue(1), expireMs: t0/ms + 1}})
-	if got := s.Tx(t0 + 2*ms).Digest(); got != zero {
+	if got := s.Tx(t0 + 2*ms).Digest(nil); got != zero {
 		t.Fatalf("only an expired key: got %x, want zeros", got)
 	}
 }
@@ -80,7 +80,7 @@ func TestDigest_Encoding(t *testing.T) {
 	in = binary.BigEndian.AppendUint64(in, uint64(exp))
 	in = binary.BigEndian.AppendUint64(in, 1)
 	in = append(in, "k"+"string\x00"+"12"...)
-	if got, want := s.Tx(t0).Digest(), sha1.Sum(in); got != want {
+	if got, want := s.Tx(t0).Digest(nil), sha1.Sum(in); got != want {
 		t.Errorf("Digest: got %x, want %x", got, want)
 	}
 	if got, want := s.Tx(t0).DigestValue(2, []byte("k")), sha1.Sum([]byte("string\x0012")); got != want {
@@ -92,7 +92,7 @@ func TestDigest_Encoding(t *testing.T) {
 // order it was written in, the shard count or the store's hash seed.
 func TestDigest_SameData(t *testing.T) {
 	items := digestItems()
-	want := fill(t, 256, items).Tx(t0).Digest()
+	want := fill(t, 256, items).Tx(t0).Digest(nil)
 	reversed := slices.Clone(items)
 	slices.Reverse(reversed)
 	shuffled := slices.Clone(items)
@@ -107,7 +107,7 @@ func TestDigest_SameData(t *testing.T) {
 		{"shuffled, one shard", 1, shuffled},
 		{"shuffled, 16 shards", 16, shuffled},
 	} {
-		if got := fill(t, tc.shards, tc.items).Tx(t0).Digest(); got != want {
+		if got := fill(t, tc.shards, tc.items).Tx(t0).Digest(nil); got != want {
 			t.Errorf("%s: got %x, want %x", tc.name, got, want)
 		}
 	}
@@ -120,7 +120,7 @@ func TestDigest_IntAsString(t *testing.T) {
 		text := fmt.Appendf(nil, "%d", n)
 		asInt := fill(t, 4, []item{{key: "a", v: IntValue(n), expireMs: t0/ms + 5}})
 		asBytes := fill(t, 4, []item{{key: "a", v: Value{Kind: KindString, Bytes: text}, expireMs: t0/ms + 5}})
-		if a, b := asInt.Tx(t0).Digest(), asBytes.Tx(t0).Digest(); a != b {
+		if a, b := asInt.Tx(t0).Digest(nil), asBytes.Tx(t0).Digest(nil); a != b {
 			t.Errorf("%d: Digest as int %x, as bytes %x", n, a, b)
 		}
 		if a, b := asInt.Tx(t0).DigestValue(0, []byte("a")), asBytes.Tx(t0).DigestValue(0, []byte("a")); a != b {
@@ -134,7 +134,7 @@ func TestDigest_IntAsString(t *testing.T) {
 // digest.
 func TestDigest_AnyChange(t *testing.T) {
 	base := digestItems()
-	want := fill(t, 16, base).Tx(t0).Digest()
+	want := fill(t, 16, base).Tx(t0).Digest(nil)
 	// base[0] is an int, base[1] a string, base[2] an engine state, base[5]
 	// has an expiry and base[1] none.
 	for _, tc := range []struct {
@@ -159,7 +159,7 @@ func TestDigest_AnyChange(t *testing.T) {
 		{"key removed", func(it []item) []item { return it[1:] }},
 		{"key added", func(it []item) []item { return append(it, item{db: 0, key: "new", v: StringValue(nil)}) }},
 	} {
-		if got := fill(t, 16, tc.change(slices.Clone(base))).Tx(t0).Digest(); got == want {
+		if got := fill(t, 16, tc.change(slices.Clone(base))).Tx(t0).Digest(nil); got == want {
 			t.Errorf("%s: digest unchanged (%x)", tc.name, got)
 		}
 	}
@@ -171,13 +171,13 @@ func TestDigest_AnyChange(t *testing.T) {
 func TestDigest_Expired(t *testing.T) {
 	base := fill(t, 16, digestItems())
 	s := fill(t, 16, append(digestItems(), item{db: 0, key: "dying", v: IntValue(1), expireMs: t0/ms + 1000}))
-	if s.Tx(t0+1000*ms).Digest() == base.Tx(t0+1000*ms).Digest() {
+	if s.Tx(t0+1000*ms).Digest(nil) == base.Tx(t0+1000*ms).Digest(nil) {
 		t.Error("a key at its expiry millisecond is not part of the digest")
 	}
 	// The keys of digestItems that expire are gone by then in both.
-	want := base.Tx(t0 + 1001*ms).Digest()
+	want := base.Tx(t0 + 1001*ms).Digest(nil)
 	before := s.Tx(t0).DBSize(0)
-	if got := s.Tx(t0 + 1001*ms).Digest(); got != want {
+	if got := s.Tx(t0 + 1001*ms).Digest(nil); got != want {
 		t.Errorf("with an expired key: got %x, want %x", got, want)
 	}
 	if after := s.Tx(t0).DBSize(0); after != before {

@@ -81,6 +81,8 @@ type Store struct {
 	flushed []bool
 	// gone counts the keys of every shard's gone list.
 	gone atomic.Int64
+	// hold keeps merged states past their expiry (SetHold).
+	hold func(db int, key []byte, v Value) bool
 }
 
 // Journal receives every change to the keyspace, for persistence. Calls for
@@ -380,6 +382,29 @@ func keepable(expireMs int64) int64 {
 
 func (t Tx) expired(e *entry) bool { return Expired(e.expireMs, t.nowMs) }
 
+// SetHold has the store keep a merged state (KindMerged) past its expiry
+// while hold says so: a mesh node keeps a key whose own admissions have not
+// reached every peer yet, as they still count in the others' view of it.
+// hold is called with the key's shard locked, and v valid only during the
+// call. Set it before the store is used.
+func (s *Store) SetHold(hold func(db int, key []byte, v Value) bool) { s.hold = hold }
+
+// expire removes e if it has expired and reports whether it did. A held
+// merged state stays, its expiry unchanged, so that what the whole-keyspace
+// reads (ForEach, Scan, Digest) see of it depends on its expiry alone,
+// which every node derives alike from the same state, and not on what this
+// node still holds.
+func (t Tx) expire(sh *shard, db int, key []byte, e *entry) bool {
+	if !t.expired(e) {
+		return false
+	}
+	if e.kind == KindMerged && t.s.hold != nil && t.s.hold(db, key, e.value()) {
+		return false
+	}
+	t.s.remove(sh, db, key, e)
+	return true
+}
+
 // lookup returns the live entry for key, removing it first if it has expired.
 func (t Tx) lookup(sh *shard, db int, key []byte) *entry {
 	m := sh.dbs[db]
@@ -390,9 +415,8 @@ func (t Tx) lookup(sh *shard, db int, key []byte) *entry {
 	if e == nil {
 		return nil
 	}
-	if t.expired(e) {
+	if t.expire(sh, db, key, e) {
 		t.s.expiredKeys.Add(1)
-		t.s.remove(sh, db, key, e)
 		return nil
 	}
 	e.atime = uint32(t.nowMs / 1000)
@@ -692,8 +716,7 @@ func (s *Store) SampleExpire(shardIdx int, now int64, rounds int) int {
 				visited++
 				if e.expireMs != 0 {
 					seen++
-					if t.expired(e) {
-						s.remove(sh, db, []byte(k), e)
+					if t.expire(sh, db, []byte(k), e) {
 						gone++
 					}
 				}

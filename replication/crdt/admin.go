@@ -24,7 +24,7 @@ func (n *Node) Peers() []PeerInfo {
 	out := make([]PeerInfo, 0, len(n.peers))
 	for _, id := range slices.Sorted(maps.Keys(n.peers)) {
 		p := n.peers[id]
-		out = append(out, PeerInfo{ID: id, Addr: p.addr, Connected: p.link != nil && p.in > 0, LagMs: n.lagMs(p)})
+		out = append(out, PeerInfo{ID: id, Addr: p.addr, Connected: p.link != nil && len(p.in) > 0, LagMs: n.lagMs(p)})
 	}
 	return out
 }
@@ -63,6 +63,9 @@ func (n *Node) RemovePeer(id string) error {
 	p.stop()
 	if p.link != nil {
 		p.link.close()
+	}
+	for c := range p.in {
+		c.Close()
 	}
 	delete(n.peers, id)
 	n.log.Info("peer removed", "peer", id)

@@ -106,12 +106,13 @@ func (n *Node) merge(e entry) bool {
 		if exists && bytes.Equal(merged, local) {
 			return
 		}
-		exp, err := expiryOf(merged, localExp, e.expireMs, exists)
+		exp, err := n.expiryOf(merged, localExp, e.expireMs, exists)
 		if err != nil {
 			ok = false
 			return
 		}
-		if store.Expired(exp, tx.NowMs()) {
+		str, _ := mstate.KindOf(merged)
+		if str != mstate.Str && store.Expired(exp, tx.NowMs()) {
 			// Full already: as good as no state.
 			if exists {
 				tx.Delete(e.db, e.key)
@@ -119,28 +120,46 @@ func (n *Node) merge(e entry) bool {
 			return
 		}
 		tx.Put(e.db, e.key, store.Value{Kind: store.KindMerged, Bytes: merged}, exp)
-		n.noteUnfolded(dbKey{e.db, string(e.key)}, merged)
+		k := dbKey{e.db, string(e.key)}
+		n.noteUnfolded(k, merged)
+		if !bytes.Equal(merged, e.state) {
+			// This node knew something the sender did not (its own
+			// writes not yet shipped, or parts the sender dropped when
+			// the key expired there): ship the join back, so that every
+			// node ends with it.
+			n.mu.Lock()
+			n.dirty[k] = struct{}{}
+			n.mu.Unlock()
+		}
 	})
 	return ok
 }
 
-// expiryOf is the expiry (Unix ms) of a merged state: the later of the two
-// states' expiries (a window's part lives as long as it counts, whatever
-// the others) and, for a debt log, when the merged debt is repaid, which can
-// be later than either's (their debts add up).
-func expiryOf(merged []byte, localExp, remoteExp int64, exists bool) (int64, error) {
-	exp := remoteExp
-	if exists {
-		exp = max(exp, localExp)
+// expiryOf is the expiry (Unix ms) of a merged state. A string's and a
+// debt log's follow from the state alone (mstate.StrStoreExpiry,
+// mstate.Expiry), so nodes that hold the same bytes drop them alike. Else it
+// is the later of the two states' expiries: a window's part lives as long
+// as it counts, whatever the others.
+func (n *Node) expiryOf(merged []byte, localExp, remoteExp int64, exists bool) (int64, error) {
+	if k, _ := mstate.KindOf(merged); k == mstate.Str {
+		exp, err := mstate.StrStoreExpiry(merged, n.MaxSkew())
+		if exp != 0 {
+			// Never already past: whether the state may go is then the
+			// node's call (a tombstone stays until every node has it).
+			exp = max(exp, store.ExpiryAt(n.Now())+1)
+		}
+		return exp, err
 	}
-	bound, err := mstate.ExpiryBound(merged)
-	if err != nil {
+	at, err := mstate.Expiry(merged)
+	switch {
+	case err != nil:
 		return 0, err
+	case at != math.MinInt64:
+		return store.ExpiryAt(at), nil
+	case exists:
+		return max(remoteExp, localExp), nil
 	}
-	if bound != math.MinInt64 {
-		exp = max(exp, store.ExpiryAt(bound))
-	}
-	return exp, nil
+	return remoteExp, nil
 }
 
 // fold folds the debt logs whose events are all before complete, so that

@@ -23,6 +23,14 @@ const (
 	DefaultMaxSkew      = 100 * time.Millisecond
 )
 
+// Linger is how long a string's tombstone (a DEL, or a TTL that passed)
+// stays after every node has seen it. A node that has dropped it counts a
+// new INCR from a fresh key's register, which loses to the tombstone on a
+// node still holding it: the write would be lost there. Dropping a minute
+// after the whole mesh knew the tombstone leaves that only to a write made
+// at the very moment the nodes drop it.
+const Linger = time.Minute
+
 // Reconnection backoff: the first retry after minBackoff, doubling up to
 // maxBackoff, so a healed link is back within a fraction of a second.
 const (
@@ -119,6 +127,16 @@ type Node struct {
 	// unfolded are the debt logs holding events after their cut, with
 	// their newest event's time: the cut folds them once complete.
 	unfolded map[dbKey]int64
+	// held are the keys written here whose newest write some peer may not
+	// have yet, with its instant: they do not expire (Hold), since the
+	// others' view of the key still counts what was admitted here.
+	held map[dbKey]int64
+	// delivered is the least completeness bound the peers reported:
+	// every peer knows every write of this node before it.
+	delivered int64
+	// stable is the least completeness bound of the whole mesh, this
+	// node's included: every node knows every write stamped before it.
+	stable int64
 
 	ln     Listener
 	ctx    context.Context
@@ -142,8 +160,8 @@ type peer struct {
 	watermark int64
 	// complete is the completeness bound it last reported.
 	complete int64
-	// in counts its open connections to this node.
-	in int
+	// in are its open connections to this node.
+	in map[Conn]struct{}
 	// problem is why the last attempt to reach it failed, logged once.
 	problem string
 	stop    context.CancelFunc
@@ -182,10 +200,21 @@ func Start(cfg Config, st *store.Store) (*Node, error) {
 	n := &Node{
 		cfg: cfg, store: st, origin: mstate.NewOrigin(cfg.ID, cfg.Incarnation),
 		log:   cfg.Logger.With("crdt", cfg.ID),
-		peers: map[string]*peer{}, dirty: map[dbKey]struct{}{}, unfolded: map[dbKey]int64{},
+		peers: map[string]*peer{}, dirty: map[dbKey]struct{}{}, unfolded: map[dbKey]int64{}, held: map[dbKey]int64{},
 		ln: ln,
 	}
 	n.last.Store(math.MinInt64)
+	n.stable = math.MinInt64
+	st.SetHold(n.hold)
+	// The debt logs loaded from the data folder fold like the others.
+	now := n.Now()
+	for i := range st.Shards() {
+		st.EachInShard(i, now, func(db int, key string, v store.Value, _ int64) {
+			if newest, ok := mstate.Unfolded(v.Bytes); ok && v.Kind == store.KindMerged {
+				n.unfolded[dbKey{db, key}] = newest
+			}
+		})
+	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	for id, addr := range cfg.Peers {
 		if id != cfg.ID {
@@ -232,6 +261,11 @@ func (n *Node) Now() int64 {
 	return now
 }
 
+// SetInstant moves the node's time to t, even back (DEBUG CLOCK SET). Its
+// earlier watermarks promised its peers no stamp before them: moving back
+// is for setting up a test's timeline before its traffic.
+func (n *Node) SetInstant(t int64) { n.last.Store(t) }
+
 // advance takes the watermark of a cut: Now, recorded as the floor of every
 // later stamp.
 func (n *Node) advance() int64 {
@@ -247,15 +281,56 @@ func (n *Node) advance() int64 {
 // Changed records that a command wrote key: the next cut ships it. The
 // caller holds the key's shard lock.
 func (n *Node) Changed(db int, key []byte) {
+	k := dbKey{db, string(key)}
+	now := n.Now()
 	n.mu.Lock()
-	n.dirty[dbKey{db, string(key)}] = struct{}{}
+	n.dirty[k] = struct{}{}
+	if len(n.peers) > 0 {
+		n.held[k] = now
+	}
 	n.mu.Unlock()
+}
+
+// Alone reports whether the node has no peers.
+func (n *Node) Alone() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return len(n.peers) == 0
+}
+
+// hold reports whether a key must outlive its expiry (see store.SetHold):
+// its newest write here may not have reached every peer, or it is a
+// string's tombstone that some node may not have seen (it must keep older
+// writes from coming back there).
+func (n *Node) hold(db int, key []byte, v store.Value) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if at, ok := n.held[dbKey{db, string(key)}]; ok && at >= n.delivered {
+		return true
+	}
+	stamp, ok, err := mstate.StrTombstone(v.Bytes, n.Now())
+	return err == nil && ok && stamp >= n.stable-Linger.Nanoseconds()
+}
+
+// release forgets the held keys every peer has now. The caller holds mu,
+// and complete is this node's completeness bound.
+func (n *Node) release(complete int64) {
+	n.delivered = math.MaxInt64
+	for _, p := range n.peers {
+		n.delivered = min(n.delivered, p.complete)
+	}
+	n.stable = min(n.delivered, complete)
+	for k, at := range n.held {
+		if at < n.delivered {
+			delete(n.held, k)
+		}
+	}
 }
 
 // addPeer starts reaching a peer. The caller holds mu or is Start.
 func (n *Node) addPeer(id, addr string) {
 	ctx, stop := context.WithCancel(n.ctx)
-	p := &peer{id: id, addr: addr, watermark: math.MinInt64, complete: math.MinInt64, stop: stop}
+	p := &peer{id: id, addr: addr, watermark: math.MinInt64, complete: math.MinInt64, stop: stop, in: map[Conn]struct{}{}}
 	n.peers[id] = p
 	n.wg.Add(1)
 	go n.dialLoop(ctx, p)
@@ -305,6 +380,7 @@ func (n *Node) cut() {
 	dirty := n.dirty
 	n.dirty = make(map[dbKey]struct{}, len(dirty))
 	complete := n.completeness()
+	n.release(complete)
 	var links []*link
 	for _, p := range n.peers {
 		if p.link != nil {

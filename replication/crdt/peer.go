@@ -168,7 +168,7 @@ func (n *Node) receive(conn Conn) {
 	}
 	defer func() {
 		n.mu.Lock()
-		p.in--
+		delete(p.in, conn)
 		n.mu.Unlock()
 	}()
 	next := uint64(1)
@@ -178,6 +178,9 @@ func (n *Node) receive(conn Conn) {
 		f, err := conn.Recv()
 		if err != nil {
 			return
+		}
+		if len(f) > 0 && f[0] == msgHello {
+			continue // a repeat of the hello
 		}
 		m, err := decodeBatch(f, n.store.Databases())
 		if err != nil {
@@ -196,6 +199,12 @@ func (n *Node) receive(conn Conn) {
 				return
 			}
 			continue
+		}
+		if ahead := m.watermark - n.Now(); !m.partial && ahead > n.MaxSkew() {
+			// Its clock has moved ahead of ours since the handshake:
+			// refuse it, as the handshake would.
+			n.log.Warn("peer refused", "peer", p.id, "reason", fmt.Sprintf("its clock is %s ahead of ours, more than --crdt-max-skew %s", time.Duration(ahead), n.cfg.MaxSkew))
+			return
 		}
 		for {
 			n.apply(p, m)
@@ -229,7 +238,7 @@ func (n *Node) welcome(conn Conn) *peer {
 	n.mu.Lock()
 	p := n.peers[h.id]
 	if p != nil {
-		p.in++
+		p.in[conn] = struct{}{}
 	}
 	n.mu.Unlock()
 	ack := helloAck{clock: n.cfg.Clock.Now()}
@@ -240,7 +249,7 @@ func (n *Node) welcome(conn Conn) *peer {
 	if conn.Send(ack.encode()) != nil || p == nil {
 		if p != nil {
 			n.mu.Lock()
-			p.in--
+			delete(p.in, conn)
 			n.mu.Unlock()
 		}
 		return nil

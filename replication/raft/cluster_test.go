@@ -9,5 +9,5 @@ import (
 )
 
 func TestConformance(t *testing.T) {
-	repltest.Run(t, func(t *testing.T, n int) repltest.Cluster { return rafttest.New(t, n, server.Config{}) })
+	repltest.Run(t, repltest.Mode{}, func(t *testing.T, n int) repltest.Cluster { return rafttest.New(t, n, server.Config{}) })
 }

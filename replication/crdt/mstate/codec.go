@@ -56,7 +56,7 @@ func appendOrigin(b []byte, o Origin) []byte {
 func header(r *reader, k Kind) error {
 	v, got := r.u8(), Kind(r.u8())
 	switch {
-	case r.bad || v != version || got < FWC || got > GCRA:
+	case r.bad || v != version || got < FWC || got > Str:
 		return engines.ErrCorruptState
 	case got != k:
 		return engines.ErrWrongKind

@@ -1,5 +1,6 @@
 // Package mstate holds the mergeable (CRDT) states of throttled's rate
-// limiters, for the active-active mode (--replication crdt, issue 14; the
+// limiters and of plain Redis strings, for the active-active mode
+// (--replication crdt, issue 14; the
 // design study is shared/reference/crdt-design.md). Like gcra and engines it
 // is pure: functions over encoded states, no I/O, no clock, no locks, no
 // floats. The transport, the node and the wiring into the commands live
@@ -82,6 +83,75 @@
 // only grows, joined by max. A decision counts the units stamped after
 // now-window, those stamped after now included.
 //
+// # Strings (study 1.6)
+//
+// GET, SET, INCRBY/DECRBY, DEL, EXPIRE and PERSIST with the semantics of
+// Redis Active-Active: StrGet, StrSet, StrIncr, StrDel and StrExpire, each
+// a pure function of the encoded state, self and now (Unix ns; TTLs are
+// Unix ms, compared as store.Expired does). A string is a register, the
+// counters made on it, and its expiry:
+//
+//   - The register (stamp, origin, deleted, value) is written by SET (a
+//     value) and DEL (a tombstone), stamped max(now, newest stamp in the
+//     state + 1), the newest of the register's stamp and its expiry epoch:
+//     a write that saw another is ordered after it on every node, whatever
+//     their clocks. The join keeps the greater register by (stamp,
+//     origin); a tombstone never lets an older write come back. A key
+//     never written has the register (MinInt64, the zero origin,
+//     deleted), below every other.
+//   - Counters: per origin, its increments P and decrements N (uint64)
+//     made on the current register. On one register the join takes each
+//     origin's larger P and N, and the value is the register's (0 for a
+//     tombstone) plus the sum of P-N, so concurrent INCRs add up, a fresh
+//     key's included: they all count on the register of a key never
+//     written, and after a DEL on its tombstone. Otherwise only the
+//     greater register's counters survive: a SET or DEL replaces what it
+//     observed, and increments made concurrently on the register it
+//     replaces (on a node that had not seen it) are lost to it. A SET
+//     from a node that had not seen the register concurrent increments
+//     count on may be stamped before it, and then loses to it, increments
+//     and all, as any earlier write does.
+//   - The expiry (epoch, ms) of the register: ms 0 for no TTL set, Persist
+//     (MaxInt64) after PERSIST, in the order 0 < any time < Persist. On one
+//     register the join takes the larger (epoch, ms). An EXPIRE that
+//     extends (ms at or after the current) keeps the epoch, so the longest
+//     of concurrent extensions wins and PERSIST wins over them; one that
+//     shortens starts an epoch stamped like a write, so a shortening wins
+//     over every expiry its node had seen. SET without KEEPTTL starts
+//     with none; SET KEEPTTL carries the current one; INCR keeps it.
+//
+// Two details go beyond that model. A key whose TTL has passed reads as
+// missing, and a write on it counts on its expiry tombstone: the register
+// (its stamp + 1, the zero origin, deleted). Every node derives the same
+// one from the expired register, so INCRs made after an expiry on several
+// nodes add up (the rate-limit pattern INCR, EXPIRE), and a stale copy of
+// the expired value merged later never comes back; counting on the fresh
+// register instead would lose them all to that copy. (A node whose clock
+// lags, and increments the register before it sees it expire, loses that
+// increment to the ones after.) The zero origin is therefore reserved:
+// string writes by it are ErrReservedOrigin. And INCRBY 0 on a missing key
+// creates it with value 0, as Redis does, through an entry (0, 0), which
+// only tombstones may hold.
+//
+// Errors: ErrNotInteger for an INCR on a value that is not the canonical
+// decimal form of an int64; engines.ErrOverflow for a result outside
+// int64, a counter past 2^64-1 (a key churning 2^64 in one direction on
+// one register), or a value that increments merged from several nodes
+// carried out of int64 (it reads so until a SET, a DEL or a decrement
+// brings it back); ErrBadExpiry for SET with both an expiry and KEEPTTL,
+// or a negative one. An expiry already passed deletes the key, as in
+// Redis: a tombstone.
+//
+// Expiry is judged at now, so the node's now must not go back on a key: a
+// key seen expired would read live again before its expiry time. Nor may
+// the store drop a string state at its TTL: an expired state must be kept
+// until it can go as a tombstone does. StrTombstone tells which states read
+// as missing for good, and from which stamp; dropping them safely (every
+// node holds the tombstone or a later write, and no node writes on a copy
+// that dropped it while another keeps it) is the node's decision, for
+// instance under a mesh-wide bound below which every node treats them as no
+// state, before each merge and each write.
+//
 // # Retiring window state
 //
 // A window state has a floor, a max register: the join drops the slots
@@ -102,6 +172,9 @@
 // never reads as a shorter one. Everything is sorted and every table entry
 // used, and the decoders refuse any other bytes, so a state has exactly one
 // encoding: equal states are equal bytes. nil or empty is the empty state.
+// A string state's counters list each origin once, ascending, inline; a
+// tombstone holds no value, and none without counters holds a TTL; counters
+// sit on an integer value or on a tombstone.
 //
 //	GCRA  cut, base int64; origins; events (t, cost int64, origin uint16)
 //	TB/LB cut, base, unit int64; origins; drains (unit, rate int64);
@@ -109,6 +182,8 @@
 //	FWC   floor int64; slots (origin, newest int64, 2 uint8, count, previous int64)
 //	SWC   floor int64; slots (origin, newest int64, w uint8, w counters int64)
 //	SWL   floor int64; origins; entries (t, units int64, origin uint16)
+//	Str   stamp int64, origin, deleted uint8; value (length uint32, bytes);
+//	      epoch, expireMs int64; counters (origin, p uint64, n uint64)
 //
 // # Memory per key
 //
@@ -118,6 +193,7 @@
 //	FWC    14 B + 41 B per origin whose slot still counts
 //	SWC    14 B + (25 + 8(n+1)) B per origin whose slot still counts
 //	SWL    16 B + 16 B per origin + 18 B per entry
+//	Str    51 B + the value + 32 B per origin that counted on the register
 //
 // A debt log holds the events after the completeness bound: those admitted
 // within about the sync interval + delay + heartbeat (the study measured a

@@ -99,7 +99,7 @@ func TestCorruptState(t *testing.T) {
 			"version 0": append([]byte{0}, state[1:]...),
 			"version 2": append([]byte{2}, state[1:]...),
 			"kind 0":    append([]byte{1, 0}, state[2:]...),
-			"kind 7":    append([]byte{1, 7}, state[2:]...),
+			"kind 8":    append([]byte{1, 8}, state[2:]...),
 		}
 		for n := 1; n < len(state); n++ {
 			bad[fmt.Sprintf("cut to %d bytes", n)] = state[:n]
@@ -210,12 +210,12 @@ func TestKindOf(t *testing.T) {
 			t.Errorf("Kind() = %v, want %v", l.Kind(), k)
 		}
 	}
-	for _, b := range [][]byte{nil, {1}, {0, 1}, {2, 1}, {1, 0}, {1, 7}} {
+	for _, b := range [][]byte{nil, {1}, {0, 1}, {2, 1}, {1, 0}, {1, 8}} {
 		if _, err := KindOf(b); !errors.Is(err, engines.ErrCorruptState) {
 			t.Errorf("KindOf(%v): got %v, want ErrCorruptState", b, err)
 		}
 	}
-	names := map[Kind]string{GCRA: "cl", FWC: "fwc", SWL: "swl", SWC: "swc", TB: "tb", LB: "lb", 0: "kind(0)"}
+	names := map[Kind]string{GCRA: "cl", FWC: "fwc", SWL: "swl", SWC: "swc", TB: "tb", LB: "lb", Str: "string", 0: "kind(0)"}
 	for k, want := range names {
 		if k.String() != want {
 			t.Errorf("Kind(%d).String() = %q, want %q", k, k.String(), want)

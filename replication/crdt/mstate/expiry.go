@@ -1,20 +1,25 @@
 package mstate
 
-import "math"
+import (
+	"math"
+
+	"github.com/throttleddb/throttled/engines"
+)
 
 // What a node needs to keep merged states without the parameters of the
 // calls that wrote them: a node merging a peer's state has no call in hand.
 
-// ExpiryBound returns, for a debt log (GCRA, TB, LB) holding events, the
+// Expiry returns when a debt log (GCRA, TB, LB) decides as no state, for
+// calls with the parameters that wrote it, from its bytes alone: the
 // instant its debt is repaid if it keeps draining at its newest event's rate
-// after that event: when the key decides as no state, for calls with the
-// parameters that wrote it. Merging two states can make that later than
-// either's own (their debts add up), so a node that merges must take this
-// bound, not only the expiries of the states it joined. It is MinInt64 for
-// a quiet log (no events: its expiry is that of whichever state's base won
-// the join) and for the window kinds, whose expiry is the latest of their
-// parts' (a part's lifetime does not depend on the others).
-func ExpiryBound(state []byte) (int64, error) {
+// after that event (for GCRA, its TAT). Every node holding the same state
+// then keeps the key until the same instant, and a merge, which can make
+// the debt later than either state's (debts add up), gets the right one.
+// It is MinInt64 when the bytes do not say: for the window kinds, whose
+// expiry is the latest of their parts' (a part's lifetime does not depend
+// on the others), and for a quiet TB or LB log (no events: its drain rate
+// is not kept; its expiry is that of whichever state's base won the join).
+func Expiry(state []byte) (int64, error) {
 	if len(state) == 0 {
 		return math.MinInt64, nil
 	}
@@ -23,8 +28,13 @@ func ExpiryBound(state []byte) (int64, error) {
 		return math.MinInt64, err
 	}
 	s, err := decodeDebt(state, k)
-	if err != nil || len(s.events) == 0 {
-		return math.MinInt64, err
+	switch {
+	case err != nil:
+		return 0, err
+	case len(s.events) == 0 && k == GCRA:
+		return add(s.cut, s.base)
+	case len(s.events) == 0:
+		return math.MinInt64, nil
 	}
 	last := s.events[len(s.events)-1]
 	at, d, _, err := s.replay(s.events, last.t)
@@ -49,4 +59,49 @@ func Unfolded(state []byte) (newest int64, ok bool) {
 		return 0, false
 	}
 	return s.events[len(s.events)-1].t, true
+}
+
+// TAT returns the theoretical arrival time a GCRA state stands for: the
+// instant its whole debt is repaid, what redis-cell's key holds (GET on a
+// CL.THROTTLE key of a mesh node reads it).
+func TAT(state []byte) (int64, error) {
+	if k, err := KindOf(state); err != nil || k != GCRA {
+		return 0, engines.ErrWrongKind
+	}
+	return Expiry(state)
+}
+
+// StrStoreExpiry is when a node's store may drop a string state, in Unix
+// ms, 0 for never: grace ns after its TTL, or, for a deleted key, after its
+// tombstone's stamp; the node keeps it longer while some node may not have
+// seen the tombstone (StrTombstone says which stamp). It depends on the
+// state alone, so nodes holding the same state drop it alike. grace should
+// cover the mesh's clock skew, so that no node drops what another still
+// reads.
+func StrStoreExpiry(state []byte, grace int64) (int64, error) {
+	s, err := decodeStr(state)
+	if err != nil || len(state) == 0 {
+		return 0, err
+	}
+	var at int64
+	switch {
+	case s.e.ms != 0 && s.e.ms != Persist:
+		at = s.e.ms * 1e6
+	case !s.exists():
+		at = s.r.stamp
+	default:
+		return 0, nil
+	}
+	if at > math.MaxInt64-grace {
+		return 0, nil
+	}
+	return max(1, floorMs(at+grace)), nil
+}
+
+// floorMs is t in whole Unix ms, rounded down.
+func floorMs(t int64) int64 {
+	if t < 0 && t%1e6 != 0 {
+		return t/1e6 - 1
+	}
+	return t / 1e6
 }

@@ -15,6 +15,10 @@ import (
 // addSamples seeds a fuzz target with valid states of every kind, merged
 // pairs and cut-short copies.
 func addSamples(f *testing.F, add func(a, b []byte)) {
+	for _, a := range strSamples(f) {
+		add(a, nil)
+		add(a[:len(a)/2], a)
+	}
 	ss := samples(f)
 	for k, a := range ss {
 		b := ss[(k%6)+1]
@@ -34,6 +38,10 @@ func FuzzDecode(f *testing.F) {
 			if _, err := Merge(state, state); err == nil && len(state) > 0 {
 				t.Fatalf("Merge accepted %x, whose header KindOf refuses", state)
 			}
+			return
+		}
+		if k == Str {
+			checkStr(t, state, now, qty, nil)
 			return
 		}
 		got, err := reencode(state, k)

@@ -20,12 +20,17 @@ const (
 	TB   = Kind(engines.TB)  // token bucket: debt log
 	LB   = Kind(engines.LB)  // leaky bucket as a queue: debt log
 	GCRA = LB + 1            // CL.THROTTLE: debt log
+	Str  = GCRA + 1          // Redis string: register, counters, expiry
 )
 
-// String returns the command prefix: "cl", "fwc", "swl", "swc", "tb" or "lb".
+// String returns the command prefix: "cl", "fwc", "swl", "swc", "tb" or
+// "lb"; "string" for Str, what TYPE answers.
 func (k Kind) String() string {
-	if k == GCRA {
+	switch k {
+	case GCRA:
 		return "cl"
+	case Str:
+		return "string"
 	}
 	return engines.Kind(k).String()
 }
@@ -162,7 +167,7 @@ func NewGCRA(p gcra.Params) (Limiter, error) {
 // KindOf reports which algorithm wrote state, from its first two bytes. It
 // checks only those bytes; Merge, Fold and Decide validate the rest.
 func KindOf(state []byte) (Kind, error) {
-	if len(state) < headerLen || state[0] != version || Kind(state[1]) < FWC || Kind(state[1]) > GCRA {
+	if len(state) < headerLen || state[0] != version || Kind(state[1]) < FWC || Kind(state[1]) > Str {
 		return 0, engines.ErrCorruptState
 	}
 	return Kind(state[1]), nil
@@ -182,6 +187,9 @@ func decode(b []byte, k Kind) (decoded, error) {
 		return &s, err
 	case SWL:
 		s, err := decodeSWL(b)
+		return &s, err
+	case Str:
+		s, err := decodeStr(b)
 		return &s, err
 	}
 	s, err := decodeSlots(b, k)
@@ -234,7 +242,8 @@ func kindOfPair(a, b []byte) (Kind, error) {
 // complete is the completeness bound of the transport (the least watermark
 // of the mesh); folding past it loses the events that arrive later, so never
 // fold past it. The window kinds need no fold (Decide retires what no node
-// counts any more): their state is returned validated and unchanged. The
+// counts any more), nor do strings: their state is returned validated and
+// unchanged. The
 // result is a new slice unless it is state unchanged.
 func Fold(state []byte, complete int64) ([]byte, error) {
 	if len(state) == 0 {

@@ -20,6 +20,8 @@ import (
 // until they expire.
 //
 // Origins are ordered by (Node, Inc); encodings list them in that order.
+// The zero Origin names the expiry tombstones of strings (see StrIncr) and
+// writes no string.
 type Origin struct {
 	Node, Inc uint64
 }

@@ -1,0 +1,337 @@
+package crdt_test
+
+import (
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/throttleddb/throttled/gcra"
+	"github.com/throttleddb/throttled/replication/crdt"
+	"github.com/throttleddb/throttled/replication/crdt/crdttest"
+	"github.com/throttleddb/throttled/replication/repltest"
+	"github.com/throttleddb/throttled/server"
+)
+
+var seedFlag = flag.Uint64("seed", 0, "seed of the random tests (0: a new one, printed)")
+
+// seed returns the seed to use, logged so a failure can be replayed with
+// -seed.
+func seed(t *testing.T) uint64 {
+	s := *seedFlag
+	if s == 0 {
+		s = rand.Uint64()
+	}
+	t.Logf("seed %d (replay with -seed %d)", s, s)
+	return s
+}
+
+// fast ships every millisecond, so tests converge quickly.
+var fast = server.Config{CRDT: &server.CRDTConfig{SyncInterval: time.Millisecond}}
+
+// gcraKey is a CL.THROTTLE key of the tests: 10 per second, bursts of 5.
+const (
+	burst, count, period = 4, 10, 1
+)
+
+// admission is one admitted CL.THROTTLE the harness saw.
+type admission struct {
+	t   int64
+	qty int64
+}
+
+// exactTAT is what one exact limiter charged with every admission holds:
+// the debt recurrence of crdt-design.md 1.1 in time order (events at one
+// instant add up, whatever their order).
+func exactTAT(adm []admission, p gcra.Params) int64 {
+	slices.SortFunc(adm, func(a, b admission) int { return int(min(max(a.t-b.t, -1), 1)) })
+	tat := int64(0)
+	for _, a := range adm {
+		tat = max(tat, a.t) + p.Interval*a.qty
+	}
+	return tat
+}
+
+// peek is the reply an exact limiter with this TAT gives a peek at now.
+func peek(tat int64, p gcra.Params, now int64) string {
+	_, _, r, err := gcra.Decide(tat, p, now, 0)
+	if err != nil {
+		panic(err)
+	}
+	ms := func(ns int64) int64 {
+		if ns < 0 {
+			return -1
+		}
+		return gcra.Seconds(ns)
+	}
+	limited := 0
+	if r.Limited {
+		limited = 1
+	}
+	return fmt.Sprint([]any{int64(limited), r.Limit, r.Remaining, ms(r.RetryAfter), ms(r.ResetAfter)})
+}
+
+// TestChaos drives random CL.THROTTLE and engine traffic at random nodes of
+// a mesh whose network drops, repeats and reorders frames, with partitions
+// and restarts (with and without data); once the network is healed and
+// quiet, every node holds the same bytes, and its peek equals that of one
+// exact limiter charged with every admission any node made.
+func TestChaos(t *testing.T) {
+	s := seed(t)
+	rng := rand.New(rand.NewPCG(s, 1))
+	c := crdttest.New(t, 3, s, fast)
+	c.Net.SetFaults(crdttest.Faults{Drop: 0.2, Dup: 0.2, MaxDelay: 3 * time.Millisecond})
+	p, err := gcra.NewParams(burst, count, period)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := crdttest.Start
+	var adm []admission
+	for round := range 6 {
+		switch rng.IntN(3) {
+		case 0:
+			a := c.Nodes[rng.IntN(3)]
+			var rest []string
+			for _, m := range c.Nodes {
+				if m != a {
+					rest = append(rest, m.Addr)
+				}
+			}
+			t.Logf("round %d: %s cut off", round, a.ID)
+			c.Net.Partition([]string{a.Addr}, rest)
+		case 1:
+			m := c.Nodes[rng.IntN(3)]
+			t.Logf("round %d: %s restarts with its data", round, m.ID)
+			c.Restart(m, true)
+			c.SetClocks(now)
+		}
+		for range 200 {
+			if rng.IntN(10) == 0 {
+				now += int64(rng.IntN(150)) * int64(time.Millisecond)
+				c.SetClocks(now)
+			}
+			m := c.Nodes[rng.IntN(3)]
+			qty := int64(rng.IntN(3))
+			switch rng.IntN(4) {
+			case 0:
+				c.Do(m, "TB.THROTTLE", "tb", 5, 2, 1, qty)
+			case 1:
+				c.Do(m, "FWC.THROTTLE", "fwc", 5, 1, qty)
+			default:
+				r, ok := c.Do(m, "CL.THROTTLE", "k", burst, count, period, qty).([]any)
+				if !ok {
+					t.Fatalf("CL.THROTTLE on %s: %v", m.ID, r)
+				}
+				if r[0] == int64(0) && qty > 0 {
+					adm = append(adm, admission{t: now, qty: qty})
+				}
+			}
+		}
+		c.Net.Heal()
+		c.Converged()
+		checkExact(t, c, adm, p, now)
+	}
+	// A restart without data loses nothing once the node's admissions have
+	// reached the others.
+	c.Restart(c.Nodes[0], false)
+	c.SetClocks(now)
+	c.Net.SetFaults(crdttest.Faults{})
+	c.Converged()
+	checkExact(t, c, adm, p, now)
+}
+
+// checkExact checks that every node's peek of key k is the exact limiter's
+// charged with adm.
+func checkExact(t *testing.T, c *crdttest.Cluster, adm []admission, p gcra.Params, now int64) {
+	t.Helper()
+	want := peek(exactTAT(adm, p), p, now)
+	for _, m := range c.Nodes {
+		if got := fmt.Sprint(c.Do(m, "CL.THROTTLE", "k", burst, count, period, 0)); got != want {
+			t.Fatalf("%s: peek %s, want %s (the exact limiter of %d admissions)", m.ID, got, want, len(adm))
+		}
+	}
+}
+
+// TestCoordinatedBurst: a burst on every node of a partitioned mesh at once
+// gets exactly (N-1) x burst more than one limiter allows (the bound is
+// tight); after the heal every node carries the whole debt and admits
+// nothing until it is repaid.
+func TestCoordinatedBurst(t *testing.T) {
+	c := crdttest.New(t, 3, seed(t), fast)
+	var addrs [][]string
+	for _, m := range c.Nodes {
+		addrs = append(addrs, []string{m.Addr})
+	}
+	c.Net.Partition(addrs...)
+	admitted := 0
+	for _, m := range c.Nodes {
+		for range burst + 3 {
+			if r := c.Do(m, "CL.THROTTLE", "k", burst, count, period).([]any); r[0] == int64(0) {
+				admitted++
+			}
+		}
+	}
+	if want := 3 * (burst + 1); admitted != want {
+		t.Fatalf("admitted %d in the partition, want %d: each side its burst", admitted, want)
+	}
+	c.Net.Heal()
+	c.Connected()
+	c.Converged()
+	// The debt: 15 admissions of 100 ms from Start, a TAT of Start+1.5s;
+	// a request passes once TAT+T-tau <= now, tau = 5 x 100 ms: from
+	// Start+1.1s, where one limiter would have let the next pass at
+	// Start+100ms. The 2 x 5 extra units are repaid in exactly 1 s.
+	interval := int64(time.Second) / count
+	for _, wait := range []int64{0, 11*interval - 1} {
+		c.SetClocks(crdttest.Start + wait)
+		for _, m := range c.Nodes {
+			if r := c.Do(m, "CL.THROTTLE", "k", burst, count, period).([]any); r[0] != int64(1) {
+				t.Fatalf("%s at +%dns: %v, want limited until the debt is repaid", m.ID, wait, r)
+			}
+		}
+	}
+	c.SetClocks(crdttest.Start + 11*interval)
+	if r := c.Do(c.Nodes[1], "CL.THROTTLE", "k", burst, count, period).([]any); r[0] != int64(0) {
+		t.Fatalf("after the repayment: %v, want allowed", r)
+	}
+}
+
+// TestPeers: CRDT PEERS, PEER ADD and REMOVE, and a node that is not a peer
+// is refused.
+func TestPeers(t *testing.T) {
+	c := crdttest.New(t, 2, seed(t), fast)
+	c.Connected()
+	a := c.Nodes[0]
+	if err, ok := c.Do(a, "CRDT", "PEER", "REMOVE", "n2").(error); ok {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(c.Do(a, "CRDT", "PEERS")); got != "[]" {
+		t.Fatalf("CRDT PEERS after REMOVE: %s", got)
+	}
+	// n2 still dials n1, which now refuses it: n1's key does not reach n2
+	// and n2's does not land on n1.
+	c.Do(c.Nodes[1], "CL.THROTTLE", "k", 0, 1, 60)
+	if got := fmt.Sprint(c.Do(a, "EXISTS", "k")); got != "0" {
+		t.Fatalf("a removed peer's key reached n1")
+	}
+	if err, ok := c.Do(a, "CRDT", "PEER", "ADD", "n2", c.Nodes[1].Addr).(error); ok {
+		t.Fatal(err)
+	}
+	c.Connected()
+	c.Converged()
+	if got := fmt.Sprint(c.Do(a, "CL.THROTTLE", "k", 0, 1, 60, 0)); got != "[0 1 0 -1 60]" {
+		t.Fatalf("after PEER ADD, n1 peeks %s, want n2's admission charged", got)
+	}
+	for _, bad := range [][]any{{"CRDT", "PEER", "ADD", "n1", "x"}, {"CRDT", "PEER", "ADD", "n2", "x"}, {"CRDT", "PEER", "REMOVE", "n9"}, {"CRDT", "NOPE"}} {
+		if _, ok := c.Do(a, bad...).(error); !ok {
+			t.Errorf("%v: want an error", bad)
+		}
+	}
+}
+
+// TestConfig: bad settings are refused with a clear error.
+func TestConfig(t *testing.T) {
+	for _, cfg := range []crdt.Config{
+		{},
+		{ID: "a", SyncInterval: -time.Millisecond},
+		{ID: "a", MaxSkew: -1},
+		{ID: "a", Peers: map[string]string{"b": ""}},
+	} {
+		if err := cfg.Validate(); err == nil {
+			t.Errorf("%+v: no error", cfg)
+		}
+	}
+}
+
+// TestBound: N clients on N nodes hitting one key. Every syncEvery steps of
+// 1 ms the test waits until the nodes have merged everything, so an
+// admission reaches every node within lag = syncEvery ms of the debug
+// clock. No window [a, b] may then admit more than one limiter's envelope
+// L + floor((b-a)/T) plus X = max_i sum_{j != i} a_j(lag), the most the
+// other nodes admit within lag, from this run's admissions (crdt-design.md
+// section 3).
+func TestBound(t *testing.T) {
+	const (
+		n         = 3
+		syncEvery = 4
+		steps     = 400
+		b, c, p   = 4, 100, 1 // 100 per second: T = 10 ms, L = 5
+		ms        = int64(time.Millisecond)
+	)
+	s := seed(t)
+	rng := rand.New(rand.NewPCG(s, 2))
+	cl := crdttest.New(t, n, s, fast)
+	cl.Connected()
+	type adm struct {
+		node int
+		t    int64
+	}
+	var got []adm
+	now := crdttest.Start
+	for step := range steps {
+		now += ms
+		cl.SetClocks(now)
+		for i, m := range cl.Nodes {
+			// Bursts now and then, a trickle otherwise.
+			k := rng.IntN(2)
+			if rng.IntN(40) == 0 {
+				k = 8
+			}
+			for range k {
+				if r := cl.Do(m, "CL.THROTTLE", "k", b, c, p).([]any); r[0] == int64(0) {
+					got = append(got, adm{i, now})
+				}
+			}
+		}
+		if step%syncEvery == syncEvery-1 {
+			cl.Converged()
+		}
+	}
+	lag := syncEvery * ms
+	// a[j]: the most node j admitted within any window of length lag.
+	var a [n]int
+	for _, x := range got {
+		cnt := 0
+		for _, y := range got {
+			if y.node == x.node && y.t >= x.t && y.t <= x.t+lag {
+				cnt++
+			}
+		}
+		a[x.node] = max(a[x.node], cnt)
+	}
+	x := 0
+	for i := range n {
+		sum := 0
+		for j := range n {
+			if j != i {
+				sum += a[j]
+			}
+		}
+		x = max(x, sum)
+	}
+	interval := int64(time.Second) / c
+	worst := -1 << 31
+	for _, lo := range got {
+		cnt := 0
+		for _, hi := range got {
+			if hi.t >= lo.t {
+				cnt++
+				excess := cnt - (b + 1 + int((hi.t-lo.t)/interval))
+				worst = max(worst, excess)
+				if excess > x {
+					t.Fatalf("window [%d, %d] ms admitted %d: %d over the envelope, bound X = %d", (lo.t-crdttest.Start)/ms, (hi.t-crdttest.Start)/ms, cnt, excess, x)
+				}
+			}
+		}
+	}
+	t.Logf("%d admitted; worst window %d over one limiter's envelope; bound X = %d", len(got), worst, x)
+}
+
+// TestConformance: the replication suite, as an eventually consistent mode.
+func TestConformance(t *testing.T) {
+	repltest.Run(t, repltest.Mode{Eventual: true}, func(t *testing.T, n int) repltest.Cluster {
+		return crdttest.New(t, n, seed(t), fast)
+	})
+}
