@@ -184,6 +184,12 @@ func soak(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	look := func() error {
 		now := time.Now()
 		s, err := lookAt(ctx, p.Pid(), maddr)
+		select {
+		case <-p.Exited():
+			// Say how it ended: a crash, or a signal from outside.
+			return fmt.Errorf("throttled exited during the soak: %v\n--- its output ---\n%s", p.Stop(), p.Output())
+		default:
+		}
 		if err != nil {
 			return err
 		}
