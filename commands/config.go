@@ -12,10 +12,31 @@ import (
 )
 
 // setting is one CONFIG parameter. set is nil for settings fixed at start.
+// apply, when not nil, runs once per CONFIG SET after every pair has been
+// set, shared by the settings that give the same group: settings that only
+// make sense together (a certificate and its key) are checked and put in
+// force in one step, as Redis 7 applies them.
 type setting struct {
-	name string
-	get  func() string
-	set  func(v string) error
+	name  string
+	get   func() string
+	set   func(v string) error
+	apply func() error
+	group string
+}
+
+// A Setting is a CONFIG parameter defined outside this package (the
+// server's TLS files): CONFIG GET shows Get, CONFIG SET calls Set with the
+// new value (nil: the setting is fixed at start) and then, once for all
+// the pairs of the command with the same Group, Apply. When Set or Apply
+// fails, every pair of the command is set back to its old value, and the
+// error text follows Redis' "CONFIG SET failed (possibly related to
+// argument '<name>') - ".
+type Setting struct {
+	Name  string
+	Get   func() string
+	Set   func(v string) error
+	Apply func() error
+	Group string
 }
 
 type settings struct{ list []setting }
@@ -77,9 +98,13 @@ func newSettings(s *Server) *settings {
 		}},
 		slowlogSetting("slowlog-log-slower-than", &s.slow.slowerThan, minSlowerThan),
 		slowlogSetting("slowlog-max-len", &s.slow.maxLen, minMaxLen),
+		latencySetting(&s.latency),
 		fixed("aclfile", s.cfg.ACLFile),
 	}
 	list = append(list, clientSettings(s)...)
+	for _, x := range s.cfg.Extra {
+		list = append(list, setting{name: x.Name, get: x.Get, set: x.Set, apply: x.Apply, group: x.Group})
+	}
 	for k, v := range s.cfg.Settings {
 		if !slices.ContainsFunc(list, func(x setting) bool { return x.name == k }) {
 			list = append(list, fixed(k, v))
@@ -179,6 +204,13 @@ func config(c *Ctx) {
 		// A value that fails to apply puts back the ones set before it, as
 		// Redis does, so CONFIG SET changes all or nothing.
 		var undo []func()
+		fail := func(h *setting, err error) {
+			for _, u := range slices.Backward(undo) {
+				u()
+			}
+			c.W.Error("ERR CONFIG SET failed (possibly related to argument '" + h.name + "') - " + err.Error())
+		}
+		var applies []*setting
 		for i := 2; i < len(c.Args); i += 2 {
 			h := st.find(strings.ToLower(string(c.Args[i])))
 			if h.set == nil {
@@ -186,13 +218,24 @@ func config(c *Ctx) {
 			}
 			old := h.get()
 			if err := h.set(string(c.Args[i+1])); err != nil {
-				for _, u := range slices.Backward(undo) {
-					u()
-				}
-				c.W.Error("ERR CONFIG SET failed (possibly related to argument '" + h.name + "') - " + err.Error())
+				fail(h, err)
 				return
 			}
 			undo = append(undo, func() { h.set(old) })
+			if h.apply != nil && !slices.ContainsFunc(applies, func(a *setting) bool { return a.group == h.group }) {
+				applies = append(applies, h)
+			}
+		}
+		for i, h := range applies {
+			if err := h.apply(); err != nil {
+				fail(h, err)
+				// Put the groups applied before back in force with
+				// their old values.
+				for _, a := range applies[:i] {
+					a.apply()
+				}
+				return
+			}
 		}
 		c.W.OK()
 	case is(sub, "RESETSTAT"):

@@ -47,6 +47,9 @@ type Config struct {
 	// Settings are the values CONFIG GET reports for settings fixed at start
 	// (bind, port, dir...), keyed by lower-case name.
 	Settings map[string]string
+	// Extra are settings the server defines, which CONFIG SET may change
+	// (the TLS files); a name in both wins over Settings.
+	Extra []Setting
 	// Port is reported by INFO server.
 	Port   int
 	Logger *slog.Logger
@@ -58,6 +61,9 @@ type Config struct {
 	// Slowlog sets the SLOWLOG's starting values; nil means Redis'
 	// defaults (DefaultSlowlog).
 	Slowlog *SlowlogConfig
+	// Latency is latency-monitor-threshold, in ms: runs this slow or
+	// slower are LATENCY samples (0: the monitor is off).
+	Latency int64
 }
 
 // Errors of New.
@@ -83,6 +89,7 @@ type Server struct {
 	// scripts is the Lua script cache and interpreters.
 	scripts *scripting.Engine
 	slow    slowlog
+	latency latencyMonitor
 
 	// syncReplies: replies wait for durability (appendfsync always).
 	syncReplies bool
@@ -144,6 +151,10 @@ func New(cfg Config) (*Server, error) {
 	_, s.realClock = cfg.Clock.(clock.Real)
 	s.slow.slowerThan.Store(sl.SlowerThan)
 	s.slow.maxLen.Store(sl.MaxLen)
+	if cfg.Latency < 0 {
+		return nil, fmt.Errorf("%w: latency-monitor-threshold must be 0 or more, got %d", ErrConfig, cfg.Latency)
+	}
+	s.latency.threshold.Store(cfg.Latency)
 	s.syncReplies = cfg.Persistence != nil && cfg.Persistence.Stats().Fsync == persistence.Always
 	s.password.Store(&cfg.RequirePass)
 	s.acl = newACL(cfg.RequirePass)
@@ -358,8 +369,11 @@ func (s *Server) run(c *Ctx, spec *Spec, start time.Time) {
 	b := c.W.Bytes()
 	s.stats[spec].of(spec, c.Args).record(took, len(b) > mark && b[mark] == '-', c.decision)
 	c.decision = undecided // EXEC's inner runs must not leave theirs to EXEC
-	if spec.Flags&SkipSlowlog == 0 && s.slow.slow(took) {
-		s.logSlow(c, spec, took)
+	if spec.Flags&SkipSlowlog == 0 {
+		if s.slow.slow(took) {
+			s.logSlow(c, spec, took)
+		}
+		s.latency.observe(spec.Flags&Fast != 0, took, start.Add(took))
 	}
 }
 

@@ -206,6 +206,16 @@ var specs = []*Spec{
 			{Name: "len", Categories: CatAdmin | CatSlow | CatDangerous},
 			{Name: "reset", Categories: CatAdmin | CatSlow | CatDangerous},
 		}, Run: slowlogCmd},
+	// LATENCY, like SLOWLOG, is refused in scripts: each replica has its
+	// own samples.
+	{Name: "latency", Arity: -2, Flags: NoScript | Admin, Categories: CatSlow, Group: "server", Summary: "A container for latency diagnostics commands.",
+		Subcommands: []Sub{
+			{Name: "doctor", Categories: CatAdmin | CatSlow | CatDangerous},
+			{Name: "help", Categories: CatSlow},
+			{Name: "history", Categories: CatAdmin | CatSlow | CatDangerous},
+			{Name: "latest", Categories: CatAdmin | CatSlow | CatDangerous},
+			{Name: "reset", Categories: CatAdmin | CatSlow | CatDangerous},
+		}, Run: latencyCmd},
 	{Name: "debug", Arity: -2, Flags: NoScript | Admin, KeysFn: debugKeys, AllKeysFn: debugAllKeys, Access: KeyUnchecked, Categories: CatAdmin | CatSlow | CatDangerous, Group: "server",
 		Summary: "A container for debugging commands (DEBUG CLOCK, DIGEST, DIGEST-VALUE).", Run: debug},
 

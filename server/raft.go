@@ -12,6 +12,7 @@ import (
 	hraft "github.com/hashicorp/raft"
 
 	"github.com/throttleddb/throttled/commands"
+	"github.com/throttleddb/throttled/internal/tlsconf"
 	"github.com/throttleddb/throttled/persistence/raftlog"
 	"github.com/throttleddb/throttled/replication/raft"
 )
@@ -59,10 +60,12 @@ func checkRaft(cfg *Config) error {
 	switch {
 	case cfg.Dir == "":
 		return errors.New("--replication raft needs a data folder: give --dir and leave --persistence on")
-	case cfg.Port == 0:
-		// Followers forward commands to the leader's RESP address over
-		// plain TCP; TLS between members is not there yet.
-		return errors.New("--replication raft needs the plain --port: members forward commands to the leader over it")
+	case cfg.TLSReplication && cfg.TLSPort == 0:
+		// Followers forward commands to the leader's RESP address, which
+		// is its TLS port under tls-replication.
+		return errors.New("--tls-replication yes needs --tls-port: members forward commands to the leader's TLS port")
+	case !cfg.TLSReplication && cfg.Port == 0:
+		return errors.New("--replication raft needs the plain --port, or --tls-replication yes: members forward commands to the leader over it")
 	case cfg.MaxKeys != 0 || cfg.MaxMemory != 0:
 		// Eviction picks its victims by sampling each node's own hash
 		// layout: replicas would evict different keys and diverge.
@@ -87,6 +90,8 @@ func checkRaft(cfg *Config) error {
 	return nil
 }
 
+// raftConfig is the member's settings; listenAddr is the RESP address it
+// announces unless --announce-addr says otherwise.
 func raftConfig(cfg *Config, listenAddr string) raft.Config {
 	r := cfg.Raft
 	return raft.Config{
@@ -103,10 +108,15 @@ func raftConfig(cfg *Config, listenAddr string) raft.Config {
 }
 
 // startRaft opens the Raft log and snapshots under the data folder, listens
-// for Raft traffic and starts the member serving cmds.
-func startRaft(cfg *Config, cmds *commands.Server, listenAddr string, clk interface{ Now() int64 }) (*raftNode, error) {
+// for Raft traffic and starts the member serving cmds. Under
+// tls-replication (certs not nil) the Raft traffic and the forwarding to the
+// leader use mutual TLS with certs.
+func startRaft(cfg *Config, cmds *commands.Server, listenAddr string, certs *tlsconf.Certs, clk interface{ Now() int64 }) (*raftNode, error) {
 	rc := raftConfig(cfg, listenAddr)
 	rc.Clock = clk
+	if cfg.TLSReplication {
+		rc.TLS = certs.MemberClient()
+	}
 	if p := cfg.Raft.Parts; p != nil {
 		n, err := raft.Start(rc, cmds, *p)
 		if err != nil {
@@ -133,9 +143,13 @@ func startRaft(cfg *Config, cmds *commands.Server, listenAddr string, clk interf
 		logs.Close()
 		return nil, fmt.Errorf("--cluster-addr: %w", err)
 	}
-	trans, err := hraft.NewTCPTransportWithConfig(rc.ClusterAddr, advertise, &hraft.NetworkTransportConfig{
-		MaxPool: 3, Timeout: 10 * time.Second, Logger: hl,
-	})
+	tc := &hraft.NetworkTransportConfig{MaxPool: 3, Timeout: 10 * time.Second, Logger: hl}
+	var trans *hraft.NetworkTransport
+	if cfg.TLSReplication {
+		trans, err = raft.NewTLSTransport(rc.ClusterAddr, advertise, certs.MemberServer(), certs.MemberClient(), tc)
+	} else {
+		trans, err = hraft.NewTCPTransportWithConfig(rc.ClusterAddr, advertise, tc)
+	}
 	if err != nil {
 		logs.Close()
 		return nil, fmt.Errorf("--cluster-addr: %w", err)

@@ -22,6 +22,7 @@ import (
 
 	"github.com/throttleddb/throttled/clock"
 	"github.com/throttleddb/throttled/commands"
+	"github.com/throttleddb/throttled/internal/tlsconf"
 	"github.com/throttleddb/throttled/persistence"
 	"github.com/throttleddb/throttled/replication/crdt"
 	"github.com/throttleddb/throttled/resp"
@@ -47,6 +48,12 @@ type Config struct {
 	TLSPort                                int
 	TLSCertFile, TLSKeyFile, TLSCACertFile string
 	TLSAuthClients                         string
+	// TLSReplication is tls-replication yes: members of a Raft group, and
+	// nodes of a CRDT mesh, talk to each other over mutual TLS with
+	// TLSCertFile and TLSKeyFile, verifying each other against
+	// TLSCACertFile (the traffic on --cluster-addr and, on Raft, the
+	// commands followers forward to the leader's TLS port).
+	TLSReplication bool
 	// NoProtectedMode is protected-mode no. By default (protected-mode
 	// yes), while the default user has no password, clients from
 	// non-loopback addresses are refused with Redis' DENIED reply.
@@ -93,6 +100,8 @@ type Config struct {
 	// Slowlog sets slowlog-log-slower-than and slowlog-max-len; nil means
 	// Redis' defaults (commands.DefaultSlowlog).
 	Slowlog *commands.SlowlogConfig
+	// LatencyMonitorThreshold is latency-monitor-threshold in ms (0: off).
+	LatencyMonitorThreshold int64
 	// MetricsAddr, when set, is the host:port where /metrics serves
 	// Prometheus metrics (see metrics.go); port 0 picks a free one.
 	MetricsAddr string
@@ -116,6 +125,7 @@ type Node struct {
 	// (the Raft log and snapshots keep the state then).
 	Persistence *persistence.DB
 	raft        *raftNode
+	certs       *tlsconf.Certs // nil without TLS
 	mesh        *crdt.Node
 	net         *resp.Server
 	lns, tlsLns []net.Listener // one per bind address; none when the port is 0
@@ -137,12 +147,13 @@ func Start(cfg Config) (*Node, error) {
 	if cfg.Port == 0 && cfg.TLSPort == 0 {
 		return nil, errors.New("port and tls-port are both 0: configured to listen nowhere")
 	}
+	certs, err := loadTLS(&cfg)
+	if err != nil {
+		return nil, err
+	}
 	var tlsCfg *tls.Config
 	if cfg.TLSPort != 0 {
-		var err error
-		if tlsCfg, err = tlsConfig(&cfg); err != nil {
-			return nil, err
-		}
+		tlsCfg = certs.ClientPort()
 	}
 	if cfg.Raft != nil {
 		if err := checkRaft(&cfg); err != nil {
@@ -174,7 +185,7 @@ func Start(cfg Config) (*Node, error) {
 			return nil, err
 		}
 	}
-	n := &Node{Store: st, Clock: clk, Persistence: pdb, done: make(chan struct{})}
+	n := &Node{Store: st, Clock: clk, Persistence: pdb, certs: certs, done: make(chan struct{})}
 	fail := func(err error) (*Node, error) {
 		n.closeListeners()
 		closePersistence(pdb)
@@ -204,15 +215,11 @@ func Start(cfg Config) (*Node, error) {
 		Persistence:   pdb,
 		ACLFile:       cfg.ACLFile,
 		Slowlog:       cfg.Slowlog,
+		Latency:       cfg.LatencyMonitorThreshold,
 		Settings: map[string]string{
 			"dir":                cfg.Dir,
 			"bind":               cfg.Bind,
 			"port":               strconv.Itoa(listenPort(n.lns)),
-			"tls-port":           strconv.Itoa(listenPort(n.tlsLns)),
-			"tls-cert-file":      cfg.TLSCertFile,
-			"tls-key-file":       cfg.TLSKeyFile,
-			"tls-ca-cert-file":   cfg.TLSCACertFile,
-			"tls-auth-clients":   cmp.Or(cfg.TLSAuthClients, TLSAuthYes),
 			"proto-max-bulk-len": strconv.FormatInt(cmp.Or(cfg.MaxBulkLen, 512<<20), 10),
 			"debug-clock":        yesNo(cfg.DebugClock),
 			"threads":            strconv.Itoa(cmp.Or(cfg.Threads, runtime.GOMAXPROCS(0))),
@@ -220,6 +227,7 @@ func Start(cfg Config) (*Node, error) {
 			"replication":        replicationMode(&cfg),
 			"metrics-addr":       n.MetricsAddr(),
 		},
+		Extra: tlsSettings(&cfg, certs, listenPort(n.tlsLns)),
 	})
 	if err != nil {
 		return fail(err)
@@ -227,7 +235,7 @@ func Start(cfg Config) (*Node, error) {
 	n.Commands = cmds
 	sweepNow := clk.Now
 	if cfg.Raft != nil {
-		if n.raft, err = startRaft(&cfg, cmds, n.Addr(), clk); err != nil {
+		if n.raft, err = startRaft(&cfg, cmds, n.respAddr(cfg.TLSReplication), certs, clk); err != nil {
 			n.closeListeners()
 			return nil, err
 		}
@@ -236,6 +244,13 @@ func Start(cfg Config) (*Node, error) {
 		sweepNow = n.raft.AppliedInstant
 	}
 	if cfg.CRDT != nil {
+		if cfg.TLSReplication && cfg.CRDT.Transport == nil {
+			// The mesh's traffic on --cluster-addr goes over the same
+			// mutual TLS as a Raft member's.
+			cc := *cfg.CRDT
+			cc.Transport = crdt.TCP{Addr: cc.ClusterAddr, ServerTLS: certs.MemberServer(), ClientTLS: certs.MemberClient()}
+			cfg.CRDT = &cc
+		}
 		// The incarnation is taken once the data folder is open: a
 		// start that fails before does not use one up.
 		if n.mesh, err = startCRDT(&cfg, cmds, st, clk); err != nil {
@@ -363,6 +378,15 @@ func (n *Node) closeListeners() {
 // Addr returns the plain TCP address the node listens on (the first bind
 // address's), "" with port 0.
 func (n *Node) Addr() string { return listenAddr(n.lns) }
+
+// respAddr is the RESP address other members reach this one at: the TLS
+// one under tls-replication, the plain one otherwise.
+func (n *Node) respAddr(tls bool) string {
+	if tls {
+		return n.TLSAddr()
+	}
+	return n.Addr()
+}
 
 // TLSAddr returns the TLS address the node listens on (the first bind
 // address's), "" without tls-port.

@@ -3,6 +3,8 @@ package server_test
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -145,5 +147,95 @@ func TestTLS_Config(t *testing.T) {
 	n := servertest.Start(t, server.Config{TLSCertFile: certs.ServerCert, TLSKeyFile: certs.ServerKey, TLSAuthClients: "no"})
 	if err := client(t, n.TLSAddr(), certs.Anonymous()).Ping(context.Background()).Err(); err != nil {
 		t.Errorf("PING without a CA, tls-auth-clients no: %v", err)
+	}
+}
+
+// TestTLS_ConfigSet: CONFIG SET of the TLS files reads them again, all
+// the pairs of one command together: new connections get the new
+// certificates, open ones keep theirs, and files that do not load change
+// nothing. tls-port and tls-replication are fixed at start.
+func TestTLS_ConfigSet(t *testing.T) {
+	certs := testcert.Make(t)
+	n := tlsNode(t, certs, "")
+	ctx := context.Background()
+	open := client(t, n.TLSAddr(), certs.Client())
+	if err := open.Ping(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	otherCert, err := tls.LoadX509KeyPair(certs.OtherCert, certs.OtherKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherCA := x509.NewCertPool()
+	pem, err := os.ReadFile(certs.OtherCACert)
+	if err != nil || !otherCA.AppendCertsFromPEM(pem) {
+		t.Fatal("read the other CA", err)
+	}
+	otherClient := &tls.Config{RootCAs: otherCA, Certificates: []tls.Certificate{otherCert}}
+	ping := func(tc *tls.Config) error { return client(t, n.TLSAddr(), tc).Ping(ctx).Err() }
+
+	// A certificate with another's key: refused, nothing changes.
+	err = open.ConfigSet(ctx, "tls-key-file", certs.ClientKey).Err()
+	if err == nil || !strings.HasPrefix(err.Error(), "ERR CONFIG SET failed (possibly related to argument 'tls-key-file') - Unable to update TLS configuration: ") {
+		t.Errorf("CONFIG SET tls-key-file of another certificate: %v, want Redis' refusal", err)
+	}
+	// One pair of a new certificate without its key: refused too, as the
+	// certificate and the old key do not match.
+	if err := open.ConfigSet(ctx, "tls-cert-file", certs.OtherServerCert).Err(); err == nil {
+		t.Error("CONFIG SET tls-cert-file alone, of a certificate with another key: accepted")
+	}
+	if got, _ := open.ConfigGet(ctx, "tls-*-file").Result(); got["tls-cert-file"] != certs.ServerCert || got["tls-key-file"] != certs.ServerKey {
+		t.Errorf("after the refused CONFIG SETs: %v, want the files of the start", got)
+	}
+	if err := ping(certs.Client()); err != nil {
+		t.Fatalf("new connection after the refused CONFIG SETs: %v", err)
+	}
+
+	// The other CA's files, in one command.
+	if err := open.Do(ctx, "CONFIG", "SET", "tls-cert-file", certs.OtherServerCert, "tls-key-file", certs.OtherServerKey,
+		"tls-ca-cert-file", certs.OtherCACert).Err(); err != nil {
+		t.Fatalf("CONFIG SET the other CA's files: %v", err)
+	}
+	if err := open.Ping(ctx).Err(); err != nil {
+		t.Errorf("the connection opened before: %v, want it kept", err)
+	}
+	if err := ping(certs.Client()); err == nil {
+		t.Error("a new client of the old CA connected: the old certificate is still served")
+	}
+	if err := ping(otherClient); err != nil {
+		t.Errorf("a new client of the new CA: %v", err)
+	}
+	// tls-auth-clients applies to the next handshake too.
+	anon := &tls.Config{RootCAs: otherCA}
+	if err := ping(anon); err == nil {
+		t.Error("a client without a certificate connected with tls-auth-clients yes")
+	}
+	if err := open.ConfigSet(ctx, "tls-auth-clients", "no").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := ping(anon); err != nil {
+		t.Errorf("a client without a certificate after CONFIG SET tls-auth-clients no: %v", err)
+	}
+	if err := open.ConfigSet(ctx, "tls-auth-clients", "maybe").Err(); err == nil || !strings.Contains(err.Error(), "one of the following: no, yes, optional") {
+		t.Errorf("CONFIG SET tls-auth-clients maybe: %v", err)
+	}
+	for _, name := range []string{"tls-port", "tls-replication"} {
+		if err := open.ConfigSet(ctx, name, "1").Err(); err == nil || !strings.Contains(err.Error(), "can't set immutable config") {
+			t.Errorf("CONFIG SET %s: %v, want immutable", name, err)
+		}
+	}
+}
+
+// TestTLS_ConfigSetWithoutTLS: a node without TLS keeps the files CONFIG
+// SET gives without reading them, as Redis does.
+func TestTLS_ConfigSetWithoutTLS(t *testing.T) {
+	n := servertest.Start(t, server.Config{})
+	c := client(t, n.Addr(), nil)
+	ctx := context.Background()
+	if err := c.ConfigSet(ctx, "tls-cert-file", "/nonexistent.crt").Err(); err != nil {
+		t.Fatalf("CONFIG SET tls-cert-file without TLS: %v", err)
+	}
+	if got, err := c.ConfigGet(ctx, "tls-cert-file").Result(); err != nil || got["tls-cert-file"] != "/nonexistent.crt" {
+		t.Errorf("CONFIG GET tls-cert-file = %v, %v", got, err)
 	}
 }

@@ -69,6 +69,7 @@ func newFlags(stderr io.Writer) (*flag.FlagSet, *settings) {
 	fs.StringVar(&cfg.TLSKeyFile, "tls-key-file", "", "the private key of --tls-cert-file (PEM)")
 	fs.StringVar(&cfg.TLSCACertFile, "tls-ca-cert-file", "", "the CA certificate(s) that sign client certificates (PEM)")
 	fs.StringVar(&cfg.TLSAuthClients, "tls-auth-clients", server.TLSAuthYes, "whether TLS clients must show a certificate the CA signed: yes, no or optional")
+	fs.Var((*yesNoFlag)(&cfg.TLSReplication), "tls-replication", "yes: Raft members and mesh nodes talk over mutual TLS (--cluster-addr; Raft: and forwarding to the leader's --tls-port) with --tls-cert-file, verified against --tls-ca-cert-file; no: plain TCP")
 	s.protected = true
 	fs.Var((*yesNoFlag)(&s.protected), "protected-mode", "yes: while there is no requirepass, refuse clients from non-loopback addresses; no: let them in")
 	s.clients = commands.DefaultClientLimits()
@@ -104,6 +105,7 @@ func newFlags(stderr io.Writer) (*flag.FlagSet, *settings) {
 	fs.Int64Var(&s.slowlog.SlowerThan, "slowlog-log-slower-than", commands.DefaultSlowlog.SlowerThan, "SLOWLOG: log commands that run this many microseconds or more (0: every command, -1: none)")
 	fs.Int64Var(&s.slowlog.MaxLen, "slowlog-max-len", commands.DefaultSlowlog.MaxLen, "SLOWLOG: how many entries to keep, the oldest dropped first")
 	cfg.Slowlog = &s.slowlog
+	fs.Int64Var(&cfg.LatencyMonitorThreshold, "latency-monitor-threshold", 0, "LATENCY: sample commands that run this many milliseconds or more (0: off)")
 	fs.StringVar(&cfg.MetricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://host:port/metrics (default: off)")
 	return fs, &s
 }
@@ -225,6 +227,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	if err := s.slowlog.Validate(); err != nil {
 		return fmt.Errorf("--%w", err)
+	}
+	if s.LatencyMonitorThreshold < 0 {
+		return fmt.Errorf("--latency-monitor-threshold: must be 0 or more, got %d", s.LatencyMonitorThreshold)
 	}
 	if s.clients.MaxClients < 1 {
 		return fmt.Errorf("--maxclients: must be 1 or more, got %d", s.clients.MaxClients)

@@ -28,7 +28,7 @@ func TestConfigFile(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	write("# comment\nport 7777\nrequirepass \"s3 cret\"\n\ndatabases 4\nmaxmemory 64mb\nthreads 3\nslowlog-log-slower-than 0\nslowlog-max-len 5\n")
+	write("# comment\nport 7777\nrequirepass \"s3 cret\"\n\ndatabases 4\nmaxmemory 64mb\nthreads 3\nslowlog-log-slower-than 0\nslowlog-max-len 5\nlatency-monitor-threshold 100\n")
 	fs, cfg := newFlags(&bytes.Buffer{})
 	if err := fs.Parse([]string{"--config", path, "--port", "8888"}); err != nil {
 		t.Fatal(err)
@@ -42,6 +42,9 @@ func TestConfigFile(t *testing.T) {
 	}
 	if got := *cfg.Slowlog; got != (commands.SlowlogConfig{SlowerThan: 0, MaxLen: 5}) {
 		t.Fatalf("slowlog settings: got %+v, want the file's 0 and 5", got)
+	}
+	if cfg.LatencyMonitorThreshold != 100 {
+		t.Fatalf("latency-monitor-threshold %d, want the file's 100", cfg.LatencyMonitorThreshold)
 	}
 	for _, bad := range []string{"nosuch 1\n", "port abc\n", "config other.conf\n", "maxmemory 1tb\n", "version yes\n"} {
 		write(bad)
@@ -90,6 +93,7 @@ func TestRun_BadSettings(t *testing.T) {
 	for _, args := range [][]string{
 		{"--slowlog-log-slower-than", "-2"},
 		{"--slowlog-max-len", "-1"},
+		{"--latency-monitor-threshold", "-1"},
 	} {
 		err := run(append(args, "--persistence", "off", "--port", "0"), io.Discard, io.Discard)
 		if err == nil || !strings.HasPrefix(err.Error(), args[0]+": ") {
@@ -110,6 +114,7 @@ tls-cert-file /etc/throttled/tls/server.crt
 tls-key-file /etc/throttled/tls/server.key
 tls-ca-cert-file /etc/throttled/tls/ca.crt
 tls-auth-clients optional
+tls-replication yes
 protected-mode no
 maxclients 50
 timeout 30
@@ -127,8 +132,8 @@ client-output-buffer-limit pubsub 32mb 8mb 60
 		t.Fatal(err)
 	}
 	c := s.clients
-	if s.Bind != "127.0.0.1 -::1" || s.TLSPort != 6380 || s.TLSCACertFile != "/etc/throttled/tls/ca.crt" || s.TLSAuthClients != "optional" || s.protected {
-		t.Errorf("got bind %q, tls-port %d, CA %q, auth %q, protected %v", s.Bind, s.TLSPort, s.TLSCACertFile, s.TLSAuthClients, s.protected)
+	if s.Bind != "127.0.0.1 -::1" || s.TLSPort != 6380 || s.TLSCACertFile != "/etc/throttled/tls/ca.crt" || s.TLSAuthClients != "optional" || !s.TLSReplication || s.protected {
+		t.Errorf("got bind %q, tls-port %d, CA %q, auth %q, tls-replication %v, protected %v", s.Bind, s.TLSPort, s.TLSCACertFile, s.TLSAuthClients, s.TLSReplication, s.protected)
 	}
 	if c.MaxClients != 50 || c.Timeout != 30*time.Second || c.KeepAlive != time.Minute || c.MaxQueryLen != 2<<20 {
 		t.Errorf("got maxclients %d, timeout %v, keepalive %v, query limit %d", c.MaxClients, c.Timeout, c.KeepAlive, c.MaxQueryLen)
@@ -136,7 +141,7 @@ client-output-buffer-limit pubsub 32mb 8mb 60
 	if got, want := c.OutputLimits(), "normal 1048576 524288 10 slave 268435456 67108864 60 pubsub 33554432 8388608 60"; got != want {
 		t.Errorf("client-output-buffer-limit %q, want %q", got, want)
 	}
-	for _, bad := range []string{"protected-mode maybe\n", "timeout -1\n", "tcp-keepalive 1.5\n",
+	for _, bad := range []string{"protected-mode maybe\n", "tls-replication on\n", "timeout -1\n", "tcp-keepalive 1.5\n",
 		"client-output-buffer-limit normal 1 2\n", "client-output-buffer-limit master 1 2 3\n", "client-query-buffer-limit lots\n"} {
 		if err := os.WriteFile(path, []byte(bad), 0o600); err != nil {
 			t.Fatal(err)

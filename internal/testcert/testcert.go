@@ -21,12 +21,19 @@ import (
 
 // Files are the PEM files Make writes.
 type Files struct {
-	CACert                string // the CA's certificate: tls-ca-cert-file, and the clients' root
-	ServerCert, ServerKey string // tls-cert-file, tls-key-file: for 127.0.0.1, ::1 and localhost
+	CACert string // the CA's certificate: tls-ca-cert-file, and the clients' root
+	// ServerCert and ServerKey are tls-cert-file and tls-key-file: for
+	// 127.0.0.1, ::1 and localhost, and for client use too, so that Raft
+	// members can show it to each other (tls-replication).
+	ServerCert, ServerKey string
 	ClientCert, ClientKey string // a client certificate the CA signed
 	OtherCert, OtherKey   string // a client certificate another CA signed
-	ca                    *x509.CertPool
-	client                tls.Certificate
+	// OtherCACert is the other CA's certificate, and OtherServerCert and
+	// OtherServerKey a certificate it signed as ServerCert is signed: a
+	// member of some other cluster.
+	OtherCACert, OtherServerCert, OtherServerKey string
+	ca                                           *x509.CertPool
+	client                                       tls.Certificate
 }
 
 // Make writes a new CA and its certificates into a temporary folder of t.
@@ -36,15 +43,18 @@ func Make(t testing.TB) Files {
 	f := Files{CACert: filepath.Join(dir, "ca.crt"),
 		ServerCert: filepath.Join(dir, "server.crt"), ServerKey: filepath.Join(dir, "server.key"),
 		ClientCert: filepath.Join(dir, "client.crt"), ClientKey: filepath.Join(dir, "client.key"),
-		OtherCert: filepath.Join(dir, "other.crt"), OtherKey: filepath.Join(dir, "other.key")}
+		OtherCert: filepath.Join(dir, "other.crt"), OtherKey: filepath.Join(dir, "other.key"),
+		OtherCACert: filepath.Join(dir, "other-ca.crt"), OtherServerCert: filepath.Join(dir, "other-server.crt"),
+		OtherServerKey: filepath.Join(dir, "other-server.key")}
 	ca, caKey := newCA(t, "throttled test CA")
 	write(t, f.CACert, "CERTIFICATE", ca.Raw)
-	issue(t, ca, caKey, &x509.Certificate{
+	server := &x509.Certificate{
 		Subject:     pkix.Name{CommonName: "throttled test server"},
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
 		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
 		DNSNames:    []string{"localhost"},
-	}, f.ServerCert, f.ServerKey)
+	}
+	issue(t, ca, caKey, server, f.ServerCert, f.ServerKey)
 	client := &x509.Certificate{
 		Subject:     pkix.Name{CommonName: "throttled test client"},
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
@@ -52,6 +62,8 @@ func Make(t testing.TB) Files {
 	issue(t, ca, caKey, client, f.ClientCert, f.ClientKey)
 	other, otherKey := newCA(t, "some other CA")
 	issue(t, other, otherKey, client, f.OtherCert, f.OtherKey)
+	write(t, f.OtherCACert, "CERTIFICATE", other.Raw)
+	issue(t, other, otherKey, server, f.OtherServerCert, f.OtherServerKey)
 	f.ca = x509.NewCertPool()
 	f.ca.AddCert(ca)
 	var err error

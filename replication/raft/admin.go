@@ -12,6 +12,7 @@ import (
 	hraft "github.com/hashicorp/raft"
 
 	"github.com/throttleddb/throttled/commands"
+	"github.com/throttleddb/throttled/internal/tlsconf"
 	"github.com/throttleddb/throttled/resp"
 )
 
@@ -378,6 +379,16 @@ func (r *reachability) last(addr string) time.Time {
 	return r.seen[addr]
 }
 
+// dialProbe connects to a member's cluster address: under tls-replication
+// the handshake must pass too, so that a member that does not take this
+// one's certificate (or shows one the CA did not sign) is not reachable.
+func (n *Node) dialProbe(addr string) (net.Conn, error) {
+	if n.cfg.TLS != nil {
+		return tlsconf.Dial(addr, probeEvery, n.cfg.TLS)
+	}
+	return net.DialTimeout("tcp", addr, probeEvery)
+}
+
 // probe connects to every other member's cluster address every probeEvery.
 func (n *Node) probe() {
 	defer n.stopped.Done()
@@ -388,7 +399,7 @@ func (n *Node) probe() {
 			if string(s.ID) == n.cfg.ID {
 				continue
 			}
-			if c, err := net.DialTimeout("tcp", string(s.Address), probeEvery); err == nil {
+			if c, err := n.dialProbe(string(s.Address)); err == nil {
 				c.Close()
 				n.reach.mu.Lock()
 				n.reach.seen[string(s.Address)] = time.Now()

@@ -2,6 +2,7 @@ package raft
 
 import (
 	"bytes"
+	"crypto/tls"
 	"errors"
 	"log/slog"
 	"net"
@@ -9,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/throttleddb/throttled/internal/tlsconf"
 	"github.com/throttleddb/throttled/resp"
 )
 
@@ -29,6 +31,7 @@ const dialTimeout = time.Second
 
 type forwarder struct {
 	password string
+	tls      *tls.Config // nil: plain TCP
 	log      *slog.Logger
 
 	mu     sync.Mutex // guards links and closed
@@ -36,8 +39,8 @@ type forwarder struct {
 	closed bool
 }
 
-func newForwarder(password string, log *slog.Logger) *forwarder {
-	return &forwarder{password: password, log: log, links: map[string]*link{}}
+func newForwarder(password string, tc *tls.Config, log *slog.Logger) *forwarder {
+	return &forwarder{password: password, tls: tc, log: log, links: map[string]*link{}}
 }
 
 // request is one command for another member: args, and where its reply goes.
@@ -175,9 +178,16 @@ func (l *link) run() {
 	}
 }
 
-// dial connects and authenticates when the cluster has a password.
+// dial connects (over TLS under tls-replication, the handshake done) and
+// authenticates when the cluster has a password.
 func (l *link) dial() (net.Conn, error) {
-	conn, err := net.DialTimeout("tcp", l.addr, dialTimeout)
+	var conn net.Conn
+	var err error
+	if l.f.tls != nil {
+		conn, err = tlsconf.Dial(l.addr, dialTimeout, l.f.tls)
+	} else {
+		conn, err = net.DialTimeout("tcp", l.addr, dialTimeout)
+	}
 	if err != nil || l.f.password == "" {
 		return conn, err
 	}

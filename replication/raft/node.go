@@ -2,6 +2,7 @@ package raft
 
 import (
 	"cmp"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -36,6 +37,11 @@ type Config struct {
 	// Password is what this node AUTHs with when it forwards to another
 	// (the members share their requirepass).
 	Password string
+	// TLS, when set, is how this node dials other members' RESP
+	// addresses (forwarding, joining), which are then TLS ports, and
+	// probes their cluster addresses (tls-replication;
+	// tlsconf.Certs.MemberClient). nil: plain TCP.
+	TLS *tls.Config
 	// ApplyTimeout bounds a command's wait for the cluster (default 2s):
 	// after it the client gets CLUSTERDOWN or TRYAGAIN.
 	ApplyTimeout time.Duration
@@ -151,7 +157,7 @@ func Start(cfg Config, cmds *commands.Server, parts Parts) (*Node, error) {
 	// first entry (a restart replays the log at once).
 	cmds.SetCluster(n)
 	n.batch = newBatcher(n)
-	n.fwd = newForwarder(cfg.Password, cfg.Logger)
+	n.fwd = newForwarder(cfg.Password, cfg.TLS, cfg.Logger)
 	if n.r, err = hraft.NewRaft(rc, n.fsm, parts.Logs, parts.Stable, parts.Snaps, parts.Trans); err != nil {
 		return nil, err
 	}
