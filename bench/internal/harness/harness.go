@@ -1,5 +1,5 @@
 // Package harness holds what the benchmark programs (bench/compare,
-// bench/persist, bench/accuracy, bench/raft) share: building the throttled
+// bench/persist, bench/accuracy, bench/raft, bench/crdt) share: building the throttled
 // binary, loading a Lua script, pinning processes to CPUs, describing the
 // machine and its load, waiting for servers to go idle, and the small
 // statistics and number formats of their reports.
