@@ -89,17 +89,27 @@ func (r *runner) throughput(ctx context.Context) (*results, error) {
 	}
 	setups := []setup{singleSetup, oneSetup, spreadSetup}
 	for _, pl := range r.cfg.pipelines {
-		// A first run of -n requests sizes each setup's measured runs to
-		// about -seconds, node by node.
+		// Unmeasured runs size each setup's measured runs to about
+		// -seconds, node by node: a first of -n requests, then one sized
+		// by it to last about a second, whose rates are used. A mesh node
+		// can start a run much faster than it goes on (nodes b and c have
+		// not yet fallen behind with a's deltas), so one short run is not
+		// enough: the nodes with the load spread would end far apart.
 		requests := map[setup][]int{}
 		for _, s := range setups {
 			nodes, clients := targets(s)
-			_, rps, err := r.redisBench(ctx, nodes, clients, harness.SplitByWeight(r.cfg.requests, clients), pl)
-			if err != nil {
-				return nil, err
+			n := harness.SplitByWeight(r.cfg.requests, clients)
+			var rps []float64
+			for pass := range 2 {
+				var err error
+				if _, rps, err = r.redisBench(ctx, nodes, clients, n, pl); err != nil {
+					return nil, err
+				}
+				r.logf("P=%-3d sizing %d  %-40s %v rps", pl, pass+1, s, rps)
+				n = harness.SizeRuns(rps, 1, clients)
 			}
 			requests[s] = harness.SizeRuns(rps, r.cfg.seconds, clients)
-			r.logf("P=%-3d sizing    %-40s %v rps -> %v requests per run", pl, s, rps, requests[s])
+			r.logf("P=%-3d sizing    %-40s %v requests per run", pl, s, requests[s])
 		}
 		for run := range r.cfg.runs {
 			order := slices.Clone(setups)
