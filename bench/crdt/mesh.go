@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/throttleddb/throttled/bench/internal/harness"
@@ -100,7 +102,7 @@ func (r *runner) startMesh(ctx context.Context, size int, prefix string, extra .
 		if err := proc.WaitReady(ctx, n.id+" connected to its peers", 30*time.Second, n.p.Exited(), func(ctx context.Context) error {
 			return connected(ctx, n.addr, size-1)
 		}); err != nil {
-			return nil, err
+			return nil, r.dumpStuck(err, nodes)
 		}
 	}
 	r.logf("mesh of %d up (%s)", size, strings.Join(extra, " "))
@@ -130,6 +132,28 @@ func connected(ctx context.Context, addr string, want int) error {
 		return fmt.Errorf("%d of %d peers connected: %v", up, want, v)
 	}
 	return nil
+}
+
+// dumpStuck asks the nodes that did not get ready for their goroutines
+// (SIGQUIT: the Go runtime prints them and exits) and keeps every node's
+// output in a folder that outlives the run, named in the error.
+func (r *runner) dumpStuck(err error, nodes []*node) error {
+	dir, derr := os.MkdirTemp("", "throttled-crdt-stuck-")
+	if derr != nil {
+		return r.withOutput(err)
+	}
+	for _, n := range nodes {
+		if n.p == nil {
+			continue
+		}
+		_ = syscall.Kill(n.p.Pid(), syscall.SIGQUIT)
+		select {
+		case <-n.p.Exited():
+		case <-time.After(5 * time.Second):
+		}
+		_ = os.WriteFile(filepath.Join(dir, n.id+".log"), []byte(strings.Join(n.args, " ")+"\n"+n.p.Output()), 0o644)
+	}
+	return fmt.Errorf("%w\n(the nodes' output, with their goroutines, is in %s)", r.withOutput(err), dir)
 }
 
 func pids(nodes []*node) []int {
