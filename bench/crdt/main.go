@@ -56,6 +56,7 @@ type config struct {
 	acc       accuracy.Config // -acc-minutes, -acc-clients, -seed, -lag
 	skip      map[string]bool
 	benchBin  string
+	profile   string // a folder for CPU profiles of the nodes; "" for none
 	argv      []string
 }
 
@@ -78,6 +79,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.acc.Lag, "lag", 100*time.Millisecond, "accuracy: replication lag modelled in the mesh, in simulated time")
 	fs.StringVar(&skip, "skip", "", "comma-separated parts to skip: "+strings.Join(parts, ","))
 	fs.StringVar(&c.benchBin, "redis-benchmark", "redis-benchmark", "redis-benchmark binary")
+	fs.StringVar(&c.profile, "profile", "", "build throttled with net/http/pprof (a go build -overlay) and write CPU profiles of the nodes "+
+		"during the first measured run of each setup at the highest -P into this folder")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -139,7 +142,12 @@ func (r *runner) main(ctx context.Context, stdout io.Writer) error {
 	}
 	defer os.RemoveAll(r.tmp)
 	defer r.stopAll() // before the folder goes
-	if r.bin, err = harness.BuildThrottled(ctx, r.tmp, r.logf); err != nil {
+	if r.cfg.profile != "" {
+		r.bin, err = r.buildProfiling(ctx)
+	} else {
+		r.bin, err = harness.BuildThrottled(ctx, r.tmp, r.logf)
+	}
+	if err != nil {
 		return err
 	}
 	began := time.Now()
@@ -183,5 +191,8 @@ func (r *runner) writeHeader(ctx context.Context, w io.Writer) {
 	fmt.Fprintf(w, "- Go: %s; throttled built from ./cmd/throttled, every node with `--threads %d`\n", goVersion, r.cfg.threads)
 	if !r.cfg.skip["throughput"] || !r.cfg.skip["lag"] {
 		fmt.Fprintf(w, "- Client: %s\n", harness.FirstLine(ctx, r.cfg.benchBin, "--version"))
+	}
+	if r.cfg.profile != "" {
+		fmt.Fprintf(w, "- Profiled (-profile %s): the nodes serve net/http/pprof, and CPU profiles were taken during the first run of each setup at the highest -P\n", r.cfg.profile)
 	}
 }

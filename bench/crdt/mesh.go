@@ -24,6 +24,8 @@ type node struct {
 	addr string // RESP host:port
 	args []string
 	p    *proc.Process
+	// pprof is its net/http/pprof address, with -profile.
+	pprof string
 }
 
 // baseArgs are every node's flags before its own: the single node and the
@@ -35,7 +37,11 @@ func (r *runner) baseArgs(port int, dir string) []string {
 
 func (r *runner) startNode(ctx context.Context, n *node) error {
 	r.logf("starting %s: %s", n.id, strings.Join(n.args, " "))
-	p, err := proc.Start(ctx, proc.Config{Name: "throttled " + n.id, Path: r.bin, Args: n.args, Addr: n.addr, Dir: r.tmp, Timeout: time.Minute})
+	wrap, err := r.pprofWrap(n)
+	if err != nil {
+		return err
+	}
+	p, err := proc.Start(ctx, proc.Config{Name: "throttled " + n.id, Path: r.bin, Args: n.args, Addr: n.addr, Dir: r.tmp, Timeout: time.Minute, Wrap: wrap})
 	if err != nil {
 		return err
 	}

@@ -35,6 +35,9 @@ var setupLabels = map[setup]string{
 
 func (s setup) String() string { return setupLabels[s] }
 
+// setupFiles name the setups in -profile's file names.
+var setupFiles = map[setup]string{singleSetup: "single", oneSetup: "one", spreadSetup: "spread"}
+
 // sample is one measured run of one setup.
 type sample struct {
 	rps      float64
@@ -129,7 +132,18 @@ func (r *runner) throughput(ctx context.Context) (*results, error) {
 				if err != nil {
 					return nil, err
 				}
+				var profiled sync.WaitGroup
+				if r.cfg.profile != "" && run == 0 && pl == slices.Max(r.cfg.pipelines) {
+					profiled.Go(func() {
+						who := mesh
+						if s == singleSetup {
+							who = nodes
+						}
+						r.profileCPU(ctx, who, fmt.Sprintf("p%d-%s", pl, setupFiles[s]), time.Duration(r.cfg.seconds*0.8*float64(time.Second)))
+					})
+				}
 				smp, _, err := r.redisBench(ctx, nodes, clients, requests[s], pl)
+				profiled.Wait()
 				if err != nil {
 					return nil, err
 				}
