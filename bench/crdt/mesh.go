@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -104,6 +105,14 @@ func (r *runner) startMesh(ctx context.Context, size int, prefix string, extra .
 			return nil, err
 		}
 	}
+	if slices.Contains(extra, "--debug-clock") {
+		// A debug clock stands still at its node's start, and nodes
+		// started more than --crdt-max-skew apart (on a busy machine, a
+		// few hundred ms) refuse each other for good: set them alike.
+		if err := setClocks(ctx, nodes, time.Now().UnixNano()); err != nil {
+			return nil, err
+		}
+	}
 	for _, n := range nodes {
 		if err := proc.WaitReady(ctx, n.id+" connected to its peers", 30*time.Second, n.p.Exited(), func(ctx context.Context) error {
 			return connected(ctx, n.addr, size-1)
@@ -113,6 +122,25 @@ func (r *runner) startMesh(ctx context.Context, size int, prefix string, extra .
 	}
 	r.logf("mesh of %d up (%s)", size, strings.Join(extra, " "))
 	return nodes, nil
+}
+
+// setClocks sets the debug clock of every node to t (Unix ns).
+func setClocks(ctx context.Context, nodes []*node, t int64) error {
+	for _, n := range nodes {
+		c, err := respconn.Dial(ctx, n.addr, 5*time.Second)
+		if err != nil {
+			return err
+		}
+		v, err := c.Do("DEBUG", "CLOCK", "SET", strconv.FormatInt(t, 10))
+		c.Close()
+		if e, ok := v.(respconn.Error); ok && err == nil {
+			err = e
+		}
+		if err != nil {
+			return fmt.Errorf("%s: DEBUG CLOCK SET: %w", n.id, err)
+		}
+	}
+	return nil
 }
 
 // connected checks that the node at addr is connected both ways to want
