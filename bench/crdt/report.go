@@ -39,7 +39,7 @@ func writeThroughput(w io.Writer, cfg config, res *results) {
 	fmt.Fprintf(w, "Single node: `--threads %d --dir <tmp>/single` (appendfsync everysec, the default). ", cfg.threads)
 	fmt.Fprintf(w, "Mesh nodes: the same plus `--replication crdt --node-id X --cluster-addr <free> --peers a=...,b=...,c=... --crdt-sync-interval %v`. ", cfg.intervals[0])
 	fmt.Fprintf(w, "Load on one node: every client on node a. Load spread: one redis-benchmark per node at once with %s clients, rps added up; "+
-		"each is sized by a first, unmeasured run to last as long as the others. ", joinInts(res.clients, "/"))
+		"each is sized by two unmeasured runs (the second about a second long) to last as long as the others. ", joinInts(res.clients, "/"))
 	fmt.Fprintf(w, "Each measured run lasts about %g s. Figures are the median of %d runs (± half the min-max range); the setups take turns, "+
 		"in an order reversed every other run, each after the servers have been idle for a second (at most twice the %v of CPU per second "+
 		"they used together at rest, plus 20 ms). Latency (ms) is redis-benchmark's p50 and p99 (with -P, of a whole pipeline), "+
