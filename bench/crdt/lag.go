@@ -78,7 +78,11 @@ func (r *runner) probeRow(ctx context.Context, mesh []*node, iv time.Duration, p
 				Pipeline: pl, Command: throttleCmd,
 			})
 		})
-		time.Sleep(time.Second) // let the load build up
+		select { // let the load build up
+		case <-ctx.Done():
+			return row, ctx.Err()
+		case <-time.After(time.Second):
+		}
 	}
 	began := time.Now()
 	cmds0, err := commandsProcessed(ctx, mesh[0].addr)
@@ -180,7 +184,11 @@ func probe(ctx context.Context, from, to, prefix string, n int) (lags []time.Dur
 				break
 			}
 		}
-		time.Sleep(time.Duration(i*7919%5000) * time.Microsecond)
+		select {
+		case <-ctx.Done():
+			return nil, 0, ctx.Err()
+		case <-time.After(time.Duration(i*7919%5000) * time.Microsecond):
+		}
 	}
 	return lags, lost, nil
 }
