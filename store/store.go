@@ -307,9 +307,9 @@ func (s *Store) Shards() int { return len(s.shards) }
 
 // EachInShard calls fn, with shard i locked, for every live key of shard i
 // at instant now in every database, with its value and expiry (Unix ms, 0
-// for none). key and v are valid only during the call. It lets a caller
-// walk the whole keyspace one shard at a time, holding up one shard's
-// commands at a time.
+// for none); a merged state held past its expiry (SetHold) counts as live.
+// key and v are valid only during the call. It lets a caller walk the whole
+// keyspace one shard at a time, holding up one shard's commands at a time.
 func (s *Store) EachInShard(i int, now int64, fn func(db int, key string, v Value, expireMs int64)) {
 	sh := &s.shards[i]
 	sh.mu.Lock()
@@ -317,8 +317,9 @@ func (s *Store) EachInShard(i int, now int64, fn func(db int, key string, v Valu
 	t := s.Tx(now)
 	for db, m := range sh.dbs {
 		for k, e := range m {
-			if !t.expired(e) {
-				fn(db, k, e.value(), e.expireMs)
+			v := e.value()
+			if !t.expired(e) || (e.kind == KindMerged && s.hold != nil && s.hold(db, []byte(k), v)) {
+				fn(db, k, v, e.expireMs)
 			}
 		}
 	}

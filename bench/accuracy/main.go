@@ -2,7 +2,7 @@
 // virtual time and prints each algorithm's throttling deviation as a Markdown
 // table, beside the study's published figures.
 //
-//	go run ./bench/accuracy [-seed 1] [-minutes 10] [-clients 100] [-addr host:port] [-out file]
+//	go run ./bench/accuracy [-seed 1] [-minutes 10] [-clients 100] [-addr host:port[,host:port...]] [-lag 5ms] [-out file]
 //
 // The workload, as the study describes it: clients in three groups (5% at 120
 // requests/min, 25% at 90/min, 70% at 30/min), a limit of 100 requests per
@@ -43,6 +43,16 @@
 // one connection); that makes one round trip per simulated second instead of
 // one per request, and changes no answer.
 //
+// With several addresses in -addr, they must be the nodes of one mesh
+// (--replication crdt --debug-clock): the requests go to them in turn, in
+// time order, as a round-robin load balancer sends them. The replay then
+// models a replication lag of -lag in simulated time: a batch spans at most
+// -lag, the nodes' pipelines go at once, and before the next batch every
+// node must have merged a fresh write of every other node made after its
+// batch. Nothing is flushed (a mesh refuses FLUSHALL): each algorithm has
+// keys of its own and starts where the previous one ended, from a minute
+// after the present, since a mesh node's clock never goes back.
+//
 // Without -addr it builds ./cmd/throttled into a temp dir and starts it with
 // --debug-clock --persistence off on a free loopback port, and stops it on
 // exit, on error and on Ctrl-C. With -addr it uses a running server, which
@@ -58,34 +68,33 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/throttleddb/throttled/bench/internal/harness"
 	"io"
 	"os"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
+	"github.com/throttleddb/throttled/bench/internal/accuracy"
+	"github.com/throttleddb/throttled/bench/internal/harness"
 	"github.com/throttleddb/throttled/internal/proc"
 )
 
 type config struct {
-	seed    uint64
-	minutes int
-	clients int
-	addr    string // a running server; "" to build and start one
-	out     string // also write the report here
+	acc  accuracy.Config
+	addr string // a running server, or a mesh's nodes, comma-separated; "" to build and start one
+	out  string // also write the report here
 }
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
 	var c config
 	fs := flag.NewFlagSet("accuracy", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Uint64Var(&c.seed, "seed", 1, "seed of the traffic")
-	fs.IntVar(&c.minutes, "minutes", 10, "simulated minutes of traffic")
-	fs.IntVar(&c.clients, "clients", 100, "number of clients (5% at 120/min, 25% at 90/min, the rest at 30/min)")
-	fs.StringVar(&c.addr, "addr", "", "use the throttled server at host:port (started with --debug-clock; it is flushed) instead of starting one")
+	fs.Uint64Var(&c.acc.Seed, "seed", 1, "seed of the traffic")
+	fs.IntVar(&c.acc.Minutes, "minutes", 10, "simulated minutes of traffic")
+	fs.IntVar(&c.acc.Clients, "clients", 100, "number of clients (5% at 120/min, 25% at 90/min, the rest at 30/min)")
+	fs.StringVar(&c.addr, "addr", "", "use the throttled server at host:port (started with --debug-clock; it is flushed) instead of starting one; "+
+		"several, comma-separated: the nodes of one mesh (--replication crdt --debug-clock), sent the requests round-robin")
+	fs.DurationVar(&c.acc.Lag, "lag", accuracy.DefaultLag, "with several -addr: the replication lag modelled, in simulated time")
 	fs.StringVar(&c.out, "out", "", "also write the report to this file")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -93,18 +102,26 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	switch {
 	case fs.NArg() > 0:
 		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
-	case c.minutes < 1 || c.clients < 1:
+	case c.acc.Minutes < 1 || c.acc.Clients < 1:
 		return c, errors.New("-minutes and -clients must be positive")
+	case c.acc.Lag <= 0:
+		return c, errors.New("-lag must be positive")
+	}
+	if c.addr != "" {
+		c.acc.Addrs = strings.Split(c.addr, ",")
+	}
+	if len(c.acc.Addrs) > 1 {
+		// A mesh node's clock never goes back: start after the present.
+		c.acc.Start = accuracy.StartAfter(time.Now())
 	}
 	return c, nil
 }
 
-func main() { harness.Main("accuracy", parseFlags, accuracy) }
+func main() { harness.Main("accuracy", parseFlags, run) }
 
-func accuracy(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
+func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	logf := func(format string, a ...any) { fmt.Fprintf(stderr, format+"\n", a...) }
-	addr := cfg.addr
-	if addr == "" {
+	if len(cfg.acc.Addrs) == 0 {
 		tmp, err := os.MkdirTemp("", "throttled-accuracy-")
 		if err != nil {
 			return err
@@ -118,7 +135,7 @@ func accuracy(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		addr = proc.Addr(port)
+		addr := proc.Addr(port)
 		args := []string{"--bind", "127.0.0.1", "--port", strconv.Itoa(port), "--debug-clock", "--persistence", "off"}
 		logf("starting %s %s", bin, strings.Join(args, " "))
 		p, err := proc.Start(ctx, proc.Config{Name: "throttled", Path: bin, Args: args, Addr: addr, Dir: tmp, Timeout: 15 * time.Second})
@@ -130,15 +147,23 @@ func accuracy(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 				logf("stop throttled: %v", err)
 			}
 		}()
+		cfg.acc.Addrs = []string{addr}
 	}
+	cfg.acc.Logf = logf
 	began := time.Now()
-	results, err := measure(ctx, addr, cfg, logf)
+	results, err := accuracy.Measure(ctx, cfg.acc)
 	if err != nil {
 		return err
 	}
 	logf("done in %v", time.Since(began).Round(time.Millisecond))
 	var b bytes.Buffer
-	writeReport(&b, cfg, results)
+	fmt.Fprintf(&b, "`go run ./bench/accuracy -seed %d -minutes %d -clients %d`\n\n", cfg.acc.Seed, cfg.acc.Minutes, cfg.acc.Clients)
+	accuracy.Describe(&b, cfg.acc)
+	if n := len(cfg.acc.Addrs); n > 1 {
+		fmt.Fprintf(&b, "- Mesh: %d nodes, requests round-robin, replication lag modelled: %v of simulated time\n", n, cfg.acc.Lag)
+	}
+	fmt.Fprintln(&b)
+	accuracy.WriteTable(&b, results)
 	if _, err := stdout.Write(b.Bytes()); err != nil {
 		return err
 	}
@@ -146,71 +171,4 @@ func accuracy(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		return os.WriteFile(cfg.out, b.Bytes(), 0o644)
 	}
 	return nil
-}
-
-// measure runs the workload for every algorithm against the server at addr,
-// which must have the debug clock.
-func measure(ctx context.Context, addr string, cfg config, logf func(string, ...any)) ([]result, error) {
-	rdb := redis.NewClient(&redis.Options{
-		Addr:     addr,
-		Protocol: 2,
-		PoolSize: 1, // one connection: the server runs the commands in the order sent
-		// A replayed pipeline would apply its throttle calls twice.
-		MaxRetries:  -1,
-		ReadTimeout: time.Minute,
-	})
-	defer rdb.Close()
-	if err := rdb.Do(ctx, "DEBUG", "CLOCK", "SET", start).Err(); err != nil {
-		return nil, fmt.Errorf("%s: DEBUG CLOCK SET: %w", addr, err)
-	}
-	duration := int64(cfg.minutes) * int64(time.Minute)
-	first := arrivals(cfg.seed, clientRates(cfg.clients), duration)
-	var results []result
-	for _, alg := range algorithms {
-		began := time.Now()
-		r, err := replay(ctx, rdb, alg, first, start+duration)
-		if err != nil {
-			return nil, err
-		}
-		logf("%-20s %8d requests, deviation %.2f%% (%v)", alg.Name, r.Requests, r.deviation(), time.Since(began).Round(time.Millisecond))
-		results = append(results, r)
-	}
-	return results, nil
-}
-
-// writeReport prints the run's parameters and the table.
-func writeReport(w io.Writer, cfg config, results []result) {
-	rates := clientRates(cfg.clients)
-	var groupsText []string
-	for _, g := range groups {
-		n := 0
-		for _, r := range rates {
-			if r == g.perMinute {
-				n++
-			}
-		}
-		groupsText = append(groupsText, fmt.Sprintf("%d at %d/min", n, g.perMinute))
-	}
-	firstTries := 0
-	for _, ts := range arrivals(cfg.seed, rates, int64(cfg.minutes)*int64(time.Minute)) {
-		firstTries += len(ts)
-	}
-	fmt.Fprintf(w, "`go run ./bench/accuracy -seed %d -minutes %d -clients %d`\n\n", cfg.seed, cfg.minutes, cfg.clients)
-	fmt.Fprintf(w, "- Clients: %d (%s), Poisson arrivals, seed %d: %d first tries\n", cfg.clients, strings.Join(groupsText, ", "), cfg.seed, firstTries)
-	fmt.Fprintf(w, "- Limit: %d per %d s per client; a rejected request is retried %v later until allowed or the run ends\n",
-		limit, window/int64(time.Second), time.Duration(retryDelay))
-	fmt.Fprintf(w, "- Simulated time: %d min from %s (Unix %d s), server on --debug-clock\n",
-		cfg.minutes, time.Unix(0, start).UTC().Format("2006-01-02 15:04 MST"), start/int64(time.Second))
-	fmt.Fprintf(w, "- Deviation: requests whose answer differs from \"200 if fewer than %d of the client's requests were allowed in the preceding %d s\"\n\n",
-		limit, window/int64(time.Second))
-	fmt.Fprintf(w, "| algorithm | command | requests | allowed | over-admitted | under-admitted | deviation | study |\n")
-	fmt.Fprintf(w, "|---|---|---:|---:|---:|---:|---:|---:|\n")
-	for _, r := range results {
-		study := r.Alg.Study
-		if study == "" {
-			study = "—"
-		}
-		fmt.Fprintf(w, "| %s | `%s <key> %s` | %d | %d | %d | %d | %.2f%% | %s |\n",
-			r.Alg.Name, r.Alg.Cmd, r.Alg.Args, r.Requests, r.Allowed, r.Over, r.Under, r.deviation(), study)
-	}
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/throttleddb/throttled/bench/internal/harness"
 	"github.com/throttleddb/throttled/internal/proc"
 	"github.com/throttleddb/throttled/internal/respconn"
 )
@@ -71,7 +72,7 @@ func (r *runner) startSingle(ctx context.Context) (*node, error) {
 func (r *runner) startCluster(ctx context.Context) (*cluster, error) {
 	c := &cluster{}
 	var peers []string
-	ports, err := freePorts(2 * clusterSize)
+	ports, err := harness.FreePorts(2 * clusterSize)
 	if err != nil {
 		return nil, err
 	}
@@ -182,18 +183,6 @@ func caughtUp(ctx context.Context, lead, n *node) error {
 		return nil
 	}
 	return proc.WaitReady(ctx, n.id+" caught up", time.Minute, nil, probe)
-}
-
-// freePorts asks the OS for n free loopback ports.
-func freePorts(n int) ([]int, error) {
-	out := make([]int, n)
-	for i := range out {
-		var err error
-		if out[i], err = proc.FreePort(); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
 }
 
 func ids(nodes []*node) string {

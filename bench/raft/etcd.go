@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math"
 	"net"
 	"net/http"
 	"os/exec"
@@ -16,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/throttleddb/throttled/bench/internal/harness"
 	"github.com/throttleddb/throttled/internal/proc"
 	"github.com/throttleddb/throttled/internal/procattr"
 )
@@ -46,7 +46,7 @@ func (r *runner) startEtcd(ctx context.Context, load string) (*etcd, error) {
 	e := &etcd{load: load}
 	r.etcd = e // so that stopAll reaches the members started if one fails
 	var initial, peers []string
-	ports, err := freePorts(2 * clusterSize)
+	ports, err := harness.FreePorts(2 * clusterSize)
 	if err != nil {
 		return nil, err
 	}
@@ -173,15 +173,7 @@ func (l loadReport) sample() (sample, error) {
 	lat := slices.Sorted(slices.Values(l.LatencyUS))
 	return sample{
 		rps: float64(len(lat)) / (float64(l.ElapsedNS) / 1e9),
-		p50: float64(percentile(lat, 50)) / 1000,
-		p99: float64(percentile(lat, 99)) / 1000,
+		p50: float64(harness.Percentile(lat, 50)) / 1000,
+		p99: float64(harness.Percentile(lat, 99)) / 1000,
 	}, nil
-}
-
-// percentile returns the p-th percentile of sorted (not empty) by the
-// nearest-rank method: the smallest value with at least p% of the values
-// at or below it.
-func percentile(sorted []int64, p float64) int64 {
-	rank := int(math.Ceil(float64(len(sorted))*p/100)) - 1
-	return sorted[min(max(rank, 0), len(sorted)-1)]
 }

@@ -30,35 +30,6 @@ func TestParseFlags(t *testing.T) {
 	}
 }
 
-func TestSplits(t *testing.T) {
-	if got := splitEven(50, 3); !slices.Equal(got, []int{17, 17, 16}) {
-		t.Errorf("splitEven(50, 3) = %v", got)
-	}
-	if got := splitEven(6, 3); !slices.Equal(got, []int{2, 2, 2}) {
-		t.Errorf("splitEven(6, 3) = %v", got)
-	}
-	if got := splitByWeight(20000, []int{17, 17, 16}); !slices.Equal(got, []int{6800, 6800, 6400}) {
-		t.Errorf("splitByWeight = %v", got)
-	}
-	// Each node's run lasts about 5 s at its own rate; a slow one still
-	// gets 10 requests per client.
-	if got := sizeRuns([]float64{1000, 2000.5, 1}, 5, []int{17, 17, 16}); !slices.Equal(got, []int{5000, 10002, 160}) {
-		t.Errorf("sizeRuns = %v", got)
-	}
-}
-
-func TestPercentile(t *testing.T) {
-	sorted := []int64{10, 20, 30, 40, 50, 60, 70, 80, 90, 100}
-	for p, want := range map[float64]int64{50: 50, 99: 100, 90: 90, 91: 100, 10: 10, 1: 10, 100: 100} {
-		if got := percentile(sorted, p); got != want {
-			t.Errorf("percentile(%v) = %d, want %d", p, got, want)
-		}
-	}
-	if got := percentile([]int64{7}, 99); got != 7 {
-		t.Errorf("percentile of one value = %d", got)
-	}
-}
-
 func TestLoadReportSample(t *testing.T) {
 	// 200 puts in 2 s: latencies 1..200 µs, given out of order.
 	var lat []int64
@@ -84,15 +55,6 @@ func TestRefusal(t *testing.T) {
 		if got := refusal(out); got != want {
 			t.Errorf("refusal(%q) = %q, want %q", out, got, want)
 		}
-	}
-}
-
-func TestLastLines(t *testing.T) {
-	if got := lastLines("a\nb\nc\n", 2); got != "b\nc" {
-		t.Errorf("lastLines = %q", got)
-	}
-	if got := lastLines("a", 5); got != "a" {
-		t.Errorf("lastLines = %q", got)
 	}
 }
 

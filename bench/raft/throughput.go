@@ -74,7 +74,7 @@ type results struct {
 // setups in an order reversed every other run; etcd goes with them at -P 1.
 func (r *runner) throughput(ctx context.Context) (*results, error) {
 	res := &results{pipelines: r.cfg.pipelines, runs: r.cfg.runs, seconds: r.cfg.seconds,
-		clients: splitEven(r.cfg.clients, clusterSize), samples: map[mkey][]sample{}}
+		clients: harness.SplitEven(r.cfg.clients, clusterSize), samples: map[mkey][]sample{}}
 	var err error
 	if res.rest, err = harness.RestCPU(ctx, r.pids()); err != nil {
 		return nil, err
@@ -96,13 +96,13 @@ func (r *runner) throughput(ctx context.Context) (*results, error) {
 			}
 			var rps []float64
 			err = r.retry(ctx, res, func() (err error) {
-				_, rps, err = r.redisBench(ctx, addrs, clients, splitByWeight(r.cfg.requests, clients), pl)
+				_, rps, err = r.redisBench(ctx, addrs, clients, harness.SplitByWeight(r.cfg.requests, clients), pl)
 				return err
 			})
 			if err != nil {
 				return nil, err
 			}
-			requests[s] = sizeRuns(rps, r.cfg.seconds, clients)
+			requests[s] = harness.SizeRuns(rps, r.cfg.seconds, clients)
 			r.logf("P=%-3d sizing    %-40s %v rps -> %v requests per run", pl, s, roundAll(rps), requests[s])
 		}
 		if pl == 1 && r.etcd != nil {
@@ -213,7 +213,7 @@ func (r *runner) targets(ctx context.Context, s setup) ([]string, []int, error) 
 		for _, n := range r.cluster.nodes {
 			addrs = append(addrs, n.addr)
 		}
-		return addrs, splitEven(r.cfg.clients, len(addrs)), nil
+		return addrs, harness.SplitEven(r.cfg.clients, len(addrs)), nil
 	}
 	return nil, nil, fmt.Errorf("no redis-benchmark target for %s", s)
 }
@@ -261,16 +261,10 @@ func (r *runner) withServerOutput(err error) error {
 		case <-n.p.Exited():
 			err = fmt.Errorf("%w\n--- %s exited; its output ---\n%s", err, n.id, n.p.Output())
 		default:
-			err = fmt.Errorf("%w\n--- %s, the end of its output ---\n%s", err, n.id, lastLines(n.p.Output(), 10))
+			err = fmt.Errorf("%w\n--- %s, the end of its output ---\n%s", err, n.id, harness.LastLines(n.p.Output(), 10))
 		}
 	}
 	return err
-}
-
-// lastLines returns the last n lines of s.
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
 // nodes are the throttled processes running now.
@@ -299,43 +293,6 @@ func (r *runner) pids() []int {
 		for _, m := range r.etcd.members {
 			out = append(out, m.p.Pid())
 		}
-	}
-	return out
-}
-
-// splitEven splits total into n parts that differ by at most one, the
-// larger first: 50 over 3 is 17, 17, 16.
-func splitEven(total, n int) []int {
-	out := make([]int, n)
-	for i := range out {
-		out[i] = total / n
-		if i < total%n {
-			out[i]++
-		}
-	}
-	return out
-}
-
-// splitByWeight splits total in proportion to weights (rounded down, at
-// least 1 each).
-func splitByWeight(total int, weights []int) []int {
-	sum := 0
-	for _, w := range weights {
-		sum += w
-	}
-	out := make([]int, len(weights))
-	for i, w := range weights {
-		out[i] = max(1, total*w/sum)
-	}
-	return out
-}
-
-// sizeRuns gives each node's redis-benchmark enough requests to run about
-// seconds at the rate it showed, and at least 10 per client.
-func sizeRuns(rps []float64, seconds float64, clients []int) []int {
-	out := make([]int, len(rps))
-	for i, v := range rps {
-		out[i] = max(10*clients[i], int(v*seconds))
 	}
 	return out
 }

@@ -73,11 +73,7 @@ func (n *Node) readAll() []entry {
 func (n *Node) noteUnfolded(k dbKey, state []byte) {
 	newest, ok := mstate.Unfolded(state)
 	n.mu.Lock()
-	if ok {
-		n.unfolded[k] = newest
-	} else {
-		delete(n.unfolded, k)
-	}
+	n.unfolded.note(k, newest, ok)
 	n.mu.Unlock()
 }
 
@@ -170,12 +166,7 @@ func (n *Node) fold(complete int64) {
 		return
 	}
 	n.mu.Lock()
-	var due []dbKey
-	for k, newest := range n.unfolded {
-		if newest < complete {
-			due = append(due, k)
-		}
-	}
+	due := n.unfolded.due(complete)
 	n.mu.Unlock()
 	for _, k := range due {
 		key := []byte(k.key)

@@ -124,13 +124,16 @@ type Node struct {
 	peers map[string]*peer
 	// dirty are the keys written here since the last cut.
 	dirty map[dbKey]struct{}
-	// unfolded are the debt logs holding events after their cut, with
-	// their newest event's time: the cut folds them once complete.
-	unfolded map[dbKey]int64
+	// unfolded are the debt logs holding events after their cut: the cut
+	// folds them once complete.
+	unfolded folds
 	// held are the keys written here whose newest write some peer may not
 	// have yet, with its instant: they do not expire (Hold), since the
 	// others' view of the key still counts what was admitted here.
 	held map[dbKey]int64
+	// heldOrder lists held's writes in the order they were made (their
+	// instants ascend, as Now does), so release looks only at those due.
+	heldOrder []foldEntry
 	// delivered is the least completeness bound the peers reported:
 	// every peer knows every write of this node before it.
 	delivered int64
@@ -200,7 +203,7 @@ func Start(cfg Config, st *store.Store) (*Node, error) {
 	n := &Node{
 		cfg: cfg, store: st, origin: mstate.NewOrigin(cfg.ID, cfg.Incarnation),
 		log:   cfg.Logger.With("crdt", cfg.ID),
-		peers: map[string]*peer{}, dirty: map[dbKey]struct{}{}, unfolded: map[dbKey]int64{}, held: map[dbKey]int64{},
+		peers: map[string]*peer{}, dirty: map[dbKey]struct{}{}, unfolded: newFolds(), held: map[dbKey]int64{},
 		ln: ln,
 	}
 	n.last.Store(math.MinInt64)
@@ -211,7 +214,7 @@ func Start(cfg Config, st *store.Store) (*Node, error) {
 	for i := range st.Shards() {
 		st.EachInShard(i, now, func(db int, key string, v store.Value, _ int64) {
 			if newest, ok := mstate.Unfolded(v.Bytes); ok && v.Kind == store.KindMerged {
-				n.unfolded[dbKey{db, key}] = newest
+				n.unfolded.note(dbKey{db, key}, newest, true)
 			}
 		})
 	}
@@ -287,6 +290,7 @@ func (n *Node) Changed(db int, key []byte) {
 	n.dirty[k] = struct{}{}
 	if len(n.peers) > 0 {
 		n.held[k] = now
+		n.heldOrder = append(n.heldOrder, foldEntry{k, now})
 	}
 	n.mu.Unlock()
 }
@@ -320,11 +324,13 @@ func (n *Node) release(complete int64) {
 		n.delivered = min(n.delivered, p.complete)
 	}
 	n.stable = min(n.delivered, complete)
-	for k, at := range n.held {
-		if at < n.delivered {
-			delete(n.held, k)
+	i := 0
+	for ; i < len(n.heldOrder) && n.heldOrder[i].at < n.delivered; i++ {
+		if e := n.heldOrder[i]; n.held[e.k] == e.at {
+			delete(n.held, e.k)
 		}
 	}
+	n.heldOrder = n.heldOrder[i:]
 }
 
 // addPeer starts reaching a peer. The caller holds mu or is Start.

@@ -1,5 +1,5 @@
 // Package harness holds what the benchmark programs (bench/compare,
-// bench/persist, bench/accuracy, bench/raft) share: building the throttled
+// bench/persist, bench/accuracy, bench/raft, bench/crdt) share: building the throttled
 // binary, loading a Lua script, pinning processes to CPUs, describing the
 // machine and its load, waiting for servers to go idle, and the small
 // statistics and number formats of their reports.
@@ -36,8 +36,10 @@ func BuildThrottled(ctx context.Context, dir string, logf func(string, ...any)) 
 // Build runs go build in pkgDir, a folder of the throttled repository given
 // relative to its root (the module the current directory is in), and
 // writes the binary to out. pkgDir may hold a module of its own, as
-// bench/raft/etcdload does: go build then uses that module's go.mod.
-func Build(ctx context.Context, pkgDir, out string, logf func(string, ...any)) (string, error) {
+// bench/raft/etcdload does: go build then uses that module's go.mod. flags
+// go to go build before the package (bench/crdt's -profile passes an
+// -overlay).
+func Build(ctx context.Context, pkgDir, out string, logf func(string, ...any), flags ...string) (string, error) {
 	gomod, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
 	if err != nil {
 		return "", fmt.Errorf("go env GOMOD: %w", err)
@@ -48,7 +50,7 @@ func Build(ctx context.Context, pkgDir, out string, logf func(string, ...any)) (
 	}
 	dir := filepath.Join(filepath.Dir(root), pkgDir)
 	logf("building %s", dir)
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, ".")
+	cmd := exec.CommandContext(ctx, "go", append(append([]string{"build", "-o", out}, flags...), ".")...)
 	cmd.Dir = dir
 	cmd.SysProcAttr = procattr.Child()
 	if b, err := cmd.CombinedOutput(); err != nil {

@@ -1,15 +1,9 @@
-package main
+package accuracy
 
 import (
-	"container/heap"
-	"context"
-	"fmt"
 	"math/rand/v2"
-	"strconv"
 	"strings"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 const (
@@ -34,16 +28,17 @@ type group struct {
 
 var groups = []group{{5, 120}, {25, 90}, {70, 30}}
 
-// algorithm is one row of the table: the command sent for every request,
+// Algorithm is one row of the table: the command sent for every request,
 // "Cmd <key> Args".
-type algorithm struct {
+type Algorithm struct {
 	Name  string
 	Cmd   string
 	Args  string // space-separated
 	Study string // the study's published deviation; "" when it gives none
 }
 
-var algorithms = []algorithm{
+// Algorithms are the rows of the table, in order.
+var Algorithms = []Algorithm{
 	{Name: "FWC", Cmd: "FWC.THROTTLE", Args: "100 60"},
 	{Name: "SWL", Cmd: "SWL.THROTTLE", Args: "100 60"},
 	{Name: "SWC, 2 sub-windows", Cmd: "SWC.THROTTLE", Args: "100 60 1 SUBWINDOWS 2", Study: "0.72%"},
@@ -54,7 +49,7 @@ var algorithms = []algorithm{
 	{Name: "GCRA", Cmd: "CL.THROTTLE", Args: "5 100 60"},
 }
 
-func (a algorithm) command(key string) []any {
+func (a Algorithm) command(key string) []any {
 	cmd := []any{a.Cmd, key}
 	for _, f := range strings.Fields(a.Args) {
 		cmd = append(cmd, f)
@@ -62,20 +57,23 @@ func (a algorithm) command(key string) []any {
 	return cmd
 }
 
-// result is one algorithm's tally. Every attempt counts as a request, first
+// Result is one algorithm's tally. Every attempt counts as a request, first
 // tries and retries alike.
-type result struct {
-	Alg      algorithm
+type Result struct {
+	Alg      Algorithm
 	Requests int
 	Allowed  int
 	Over     int // the server allowed, the oracle says 429
 	Under    int // the server limited, the oracle says 200
+	Nodes    int // servers the requests were spread over
+	Barriers int // with more than one, how often the replay let them converge
+	Took     time.Duration
 }
 
-func (r result) mismatches() int { return r.Over + r.Under }
+func (r Result) mismatches() int { return r.Over + r.Under }
 
-// deviation is the study's throttling deviation, in percent.
-func (r result) deviation() float64 {
+// Deviation is the study's throttling deviation, in percent.
+func (r Result) Deviation() float64 {
 	if r.Requests == 0 {
 		return 0
 	}
@@ -153,81 +151,3 @@ func (q *queue) Pop() any {
 	*q = old[:len(old)-1]
 	return e
 }
-
-// replay sends the workload to the server for one algorithm and compares
-// every answer with the oracle's. first holds each client's first tries;
-// retries are scheduled as rejections come back, up to end.
-func replay(ctx context.Context, rdb *redis.Client, alg algorithm, first [][]int64, end int64) (result, error) {
-	res := result{Alg: alg}
-	if err := rdb.FlushAll(ctx).Err(); err != nil {
-		return res, err
-	}
-	var q queue
-	for c, ts := range first {
-		for _, t := range ts {
-			q = append(q, event{t: t, client: c, seq: len(q)})
-		}
-	}
-	heap.Init(&q)
-	seq := len(q)
-	oracle := make([]history, len(first))
-	var batch []event
-	for q.Len() > 0 {
-		// A reply can only schedule a retry retryDelay after its request,
-		// so every event before q[0].t+retryDelay is already known and the
-		// whole lot goes in one pipeline, still in time order.
-		batch = batch[:0]
-		for cut := q[0].t + retryDelay; q.Len() > 0 && q[0].t < cut; {
-			batch = append(batch, heap.Pop(&q).(event))
-		}
-		allowed, err := send(ctx, rdb, alg, batch)
-		if err != nil {
-			return res, err
-		}
-		for i, e := range batch {
-			w := &oracle[e.client]
-			want := w.count(e.t) < limit
-			res.Requests++
-			switch {
-			case allowed[i] && !want:
-				res.Over++
-			case !allowed[i] && want:
-				res.Under++
-			}
-			switch {
-			case allowed[i]:
-				res.Allowed++
-				w.admitted = append(w.admitted, e.t)
-			case e.t+retryDelay < end:
-				heap.Push(&q, event{t: e.t + retryDelay, client: e.client, seq: seq})
-				seq++
-			}
-		}
-	}
-	return res, nil
-}
-
-// send pipelines, for each event, DEBUG CLOCK SET to its time then the
-// algorithm's command on its client's key, and returns which were allowed.
-func send(ctx context.Context, rdb *redis.Client, alg algorithm, batch []event) ([]bool, error) {
-	pipe := rdb.Pipeline()
-	cmds := make([]*redis.Cmd, len(batch))
-	for i, e := range batch {
-		pipe.Do(ctx, "DEBUG", "CLOCK", "SET", e.t)
-		cmds[i] = pipe.Do(ctx, alg.command(clientKey(e.client))...)
-	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return nil, fmt.Errorf("%s: %w", alg.Name, err)
-	}
-	allowed := make([]bool, len(batch))
-	for i, c := range cmds {
-		r, err := c.Int64Slice()
-		if err != nil || len(r) != 5 {
-			return nil, fmt.Errorf("%s: %v answered %v (%v)", alg.Name, c.Args(), c.Val(), err)
-		}
-		allowed[i] = r[0] == 0
-	}
-	return allowed, nil
-}
-
-func clientKey(c int) string { return "client:" + strconv.Itoa(c) }

@@ -1,4 +1,4 @@
-package main
+package accuracy
 
 import (
 	"reflect"
@@ -16,19 +16,22 @@ import (
 // twice.
 func TestWorkload(t *testing.T) {
 	addr := servertest.Start(t, server.Config{DebugClock: true}).Addr()
-	cfg := config{seed: 1, minutes: 2, clients: 20}
-	first, err := measure(t.Context(), addr, cfg, t.Logf)
+	cfg := Config{Seed: 1, Minutes: 2, Clients: 20, Addrs: []string{addr}, Logf: t.Logf}
+	first, err := Measure(t.Context(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	second, err := measure(t.Context(), addr, cfg, t.Logf)
+	second, err := Measure(t.Context(), cfg)
 	if err != nil {
 		t.Fatal(err)
+	}
+	for i := range first {
+		first[i].Took, second[i].Took = 0, 0
 	}
 	if !reflect.DeepEqual(first, second) {
 		t.Errorf("two runs of seed 1 differ:\n%+v\n%+v", first, second)
 	}
-	byName := map[string]result{}
+	byName := map[string]Result{}
 	for _, r := range first {
 		byName[r.Alg.Name] = r
 		if r.Requests == 0 || r.Allowed == 0 {

@@ -1,0 +1,198 @@
+// Command crdt benchmarks throttled's active-active mode (--replication
+// crdt) on one machine, in one run, and prints Markdown tables.
+//
+//	go run ./bench/crdt [-runs 3] [-seconds 5] [-P 1,16] [-skip accuracy]
+//
+// It has three parts:
+//
+//  1. throughput: redis-benchmark with CL.THROTTLE (bench/compare's case)
+//     at each -P, 50 clients, against a single node and a 3-node mesh
+//     (same --threads, --dir and appendfsync), with every client on one
+//     node and with the clients spread over the three (one
+//     redis-benchmark per node at once, rps summed);
+//  2. lag: while redis-benchmark loads node a (at each -P), a prober
+//     writes a fresh key on a and peeks it on b until the write shows,
+//     -probes times, at --crdt-sync-interval 5 ms (the default), 1 ms and
+//     20 ms, and at rest; beside it, the lag_ms that INFO replication
+//     reports on b;
+//  3. accuracy: bench/accuracy's workload (package bench/internal/accuracy)
+//     against a single node and against 2- and 3-node meshes whose nodes
+//     take the requests in turn, as a round-robin balancer sends them.
+//
+// Every node has its own data folder in a temp dir, every process runs on a
+// free loopback port in its own process group, and all are stopped on exit,
+// on error and on Ctrl-C. Progress goes to stderr, the report to stdout.
+// See bench/README.md ("Active-active (CRDT) mesh").
+package main
+
+import (
+	"context"
+	"debug/buildinfo"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/throttleddb/throttled/bench/internal/accuracy"
+	"github.com/throttleddb/throttled/bench/internal/harness"
+)
+
+var parts = []string{"throughput", "lag", "accuracy"}
+
+type config struct {
+	requests  int     // -n: requests of the run that sizes the measured ones
+	seconds   float64 // -seconds
+	clients   int     // -c
+	pipelines []int   // -P
+	runs      int
+	threads   int
+	probes    int             // -probes per lag setting
+	intervals []time.Duration // -intervals: --crdt-sync-interval of the lag part
+	acc       accuracy.Config // -acc-minutes, -acc-clients, -seed, -lag
+	skip      map[string]bool
+	benchBin  string
+	profile   string // a folder for CPU profiles of the nodes; "" for none
+	argv      []string
+}
+
+func parseFlags(args []string, stderr io.Writer) (config, error) {
+	c := config{argv: args}
+	fs := flag.NewFlagSet("crdt", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var pipelines, intervals, skip string
+	fs.IntVar(&c.requests, "n", 20000, "requests of each setup's first, unmeasured run, which sizes the measured ones")
+	fs.Float64Var(&c.seconds, "seconds", 5, "length of a measured throughput run")
+	fs.IntVar(&c.clients, "c", 50, "clients (connections), each with -P requests in flight")
+	fs.StringVar(&pipelines, "P", "1,16", "comma-separated pipeline depths")
+	fs.IntVar(&c.runs, "runs", 3, "repeat each throughput measurement this many times and report the median")
+	fs.IntVar(&c.threads, "threads", 1, "throttled --threads, for every node (as bench/compare and bench/raft)")
+	fs.IntVar(&c.probes, "probes", 200, "replication-lag probes per setting")
+	fs.StringVar(&intervals, "intervals", "5ms,1ms,20ms", "--crdt-sync-interval values of the lag part; the first is also the throughput mesh's")
+	fs.IntVar(&c.acc.Minutes, "acc-minutes", 10, "accuracy: simulated minutes of traffic")
+	fs.IntVar(&c.acc.Clients, "acc-clients", 100, "accuracy: clients")
+	fs.Uint64Var(&c.acc.Seed, "seed", 1, "accuracy: seed of the traffic")
+	fs.DurationVar(&c.acc.Lag, "lag", 100*time.Millisecond, "accuracy: replication lag modelled in the mesh, in simulated time")
+	fs.StringVar(&skip, "skip", "", "comma-separated parts to skip: "+strings.Join(parts, ","))
+	fs.StringVar(&c.benchBin, "redis-benchmark", "redis-benchmark", "redis-benchmark binary")
+	fs.StringVar(&c.profile, "profile", "", "build throttled with net/http/pprof (a go build -overlay) and write CPU profiles of the nodes "+
+		"during the first measured run of each setup at the highest -P into this folder")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	var err error
+	if c.pipelines, err = harness.ParsePipelines(pipelines); err != nil {
+		return c, err
+	}
+	if c.skip, err = harness.ParseSkip(skip, parts); err != nil {
+		return c, err
+	}
+	for v := range strings.SplitSeq(intervals, ",") {
+		d, err := time.ParseDuration(strings.TrimSpace(v))
+		if err != nil || d < time.Millisecond || d > time.Second {
+			return c, fmt.Errorf("-intervals: bad interval %q (1ms to 1s)", v)
+		}
+		c.intervals = append(c.intervals, d)
+	}
+	switch {
+	case c.requests < 1 || c.seconds <= 0 || c.runs < 1 || c.threads < 0 || c.probes < 1:
+		return c, errors.New("-n, -seconds, -runs and -probes must be positive, -threads non-negative")
+	case c.clients < meshSize:
+		return c, fmt.Errorf("-c: want at least %d clients, one per node", meshSize)
+	case c.acc.Minutes < 1 || c.acc.Clients < 1 || c.acc.Lag <= 0:
+		return c, errors.New("-acc-minutes, -acc-clients and -lag must be positive")
+	}
+	return c, nil
+}
+
+func main() { harness.Main("crdt", parseFlags, bench) }
+
+// runner holds what the parts share: the binary, the temp folder and the
+// servers running, so that all of them are stopped at the end.
+type runner struct {
+	cfg  config
+	logf func(format string, a ...any)
+	tmp  string
+	bin  string
+	// live are the nodes started and not yet stopped.
+	live map[*node]bool
+}
+
+func bench(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
+	r := &runner{cfg: cfg, live: map[*node]bool{}, logf: func(format string, a ...any) { fmt.Fprintf(stderr, format+"\n", a...) }}
+	return r.main(ctx, stdout)
+}
+
+func (r *runner) main(ctx context.Context, stdout io.Writer) error {
+	if !r.cfg.skip["throughput"] || !r.cfg.skip["lag"] {
+		if _, err := exec.LookPath(r.cfg.benchBin); err != nil {
+			return err
+		}
+	}
+	var err error
+	if r.tmp, err = os.MkdirTemp("", "throttled-crdt-"); err != nil {
+		return err
+	}
+	defer os.RemoveAll(r.tmp)
+	defer r.stopAll() // before the folder goes
+	if r.cfg.profile != "" {
+		r.bin, err = r.buildProfiling(ctx)
+	} else {
+		r.bin, err = harness.BuildThrottled(ctx, r.tmp, r.logf)
+	}
+	if err != nil {
+		return err
+	}
+	began := time.Now()
+	r.writeHeader(ctx, stdout)
+	if !r.cfg.skip["throughput"] {
+		res, err := r.throughput(ctx)
+		if err != nil {
+			return err
+		}
+		writeThroughput(stdout, r.cfg, res)
+	}
+	if !r.cfg.skip["lag"] {
+		rows, err := r.lag(ctx)
+		if err != nil {
+			return err
+		}
+		writeLag(stdout, r.cfg, rows)
+	}
+	if !r.cfg.skip["accuracy"] {
+		res, err := r.accuracy(ctx)
+		if err != nil {
+			return err
+		}
+		writeAccuracy(stdout, res)
+	}
+	fmt.Fprintf(stdout, "\nWhole run: %s. Load average at the end: %s.\n", time.Since(began).Round(time.Second), harness.LoadAvg())
+	return nil
+}
+
+func (r *runner) writeHeader(ctx context.Context, w io.Writer) {
+	goVersion := runtime.Version() + " (runner)"
+	if bi, err := buildinfo.ReadFile(r.bin); err == nil {
+		goVersion = bi.GoVersion + " (throttled binary)"
+	}
+	fmt.Fprintf(w, "## Active-active (CRDT) mesh: 3 nodes vs one node\n\n")
+	fmt.Fprintf(w, "- Command: `%s`\n", strings.TrimSpace("go run ./bench/crdt "+strings.Join(r.cfg.argv, " ")))
+	fmt.Fprintf(w, "- Date: %s\n", time.Now().UTC().Format("2006-01-02 15:04 MST"))
+	fmt.Fprintf(w, "- Machine: %s; the nodes, the load generator and the prober share them (%d CPUs for %d nodes and a client)\n",
+		harness.Machine(), runtime.NumCPU(), meshSize)
+	fmt.Fprintf(w, "- Load average at the start (1, 5, 15 min): %s\n", harness.LoadAvg())
+	fmt.Fprintf(w, "- Go: %s; throttled built from ./cmd/throttled, every node with `--threads %d`\n", goVersion, r.cfg.threads)
+	if !r.cfg.skip["throughput"] || !r.cfg.skip["lag"] {
+		fmt.Fprintf(w, "- Client: %s\n", harness.FirstLine(ctx, r.cfg.benchBin, "--version"))
+	}
+	if r.cfg.profile != "" {
+		fmt.Fprintf(w, "- Profiled (-profile %s): the nodes serve net/http/pprof, and CPU profiles were taken during the first run of each setup at the highest -P\n", r.cfg.profile)
+	}
+}

@@ -1,0 +1,108 @@
+package main
+
+import (
+	"bytes"
+	"io"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseFlags(t *testing.T) {
+	c, err := parseFlags([]string{"-P", "1, 16", "-skip", "accuracy", "-intervals", "5ms,2ms", "-lag", "20ms"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(c.pipelines, []int{1, 16}) || !c.skip["accuracy"] || c.skip["lag"] ||
+		!slices.Equal(c.intervals, []time.Duration{5 * time.Millisecond, 2 * time.Millisecond}) || c.acc.Lag != 20*time.Millisecond {
+		t.Errorf("got %+v", c)
+	}
+	for _, args := range [][]string{
+		{"-skip", "disk"}, {"-P", "0"}, {"-runs", "0"}, {"-c", "2"}, {"-intervals", "0ms"}, {"-intervals", "2s"},
+		{"-lag", "0s"}, {"-probes", "0"}, {"extra"},
+	} {
+		if _, err := parseFlags(args, io.Discard); err == nil {
+			t.Errorf("parseFlags(%q): want an error", args)
+		}
+	}
+}
+
+func TestParseLagMs(t *testing.T) {
+	if ms, err := parseLagMs("addr=127.0.0.1:7101,connected=1,lag_ms=17"); err != nil || ms != 17 {
+		t.Errorf("got %d, %v; want 17", ms, err)
+	}
+	if ms, err := parseLagMs("addr=x,connected=0,lag_ms=-1"); err != nil || ms != -1 {
+		t.Errorf("before the first watermark: got %d, %v; want -1", ms, err)
+	}
+	if _, err := parseLagMs(""); err == nil {
+		t.Error("no lag_ms: want an error")
+	}
+}
+
+func TestPercentiles(t *testing.T) {
+	var ds []time.Duration
+	for i := 100; i >= 1; i-- { // out of order
+		ds = append(ds, time.Duration(i)*time.Millisecond)
+	}
+	if got := pct(ds, 50); got != 50*time.Millisecond {
+		t.Errorf("p50 = %v", got)
+	}
+	if got := pct(ds, 99); got != 99*time.Millisecond {
+		t.Errorf("p99 = %v", got)
+	}
+	if got := pct(nil, 99); got != 0 {
+		t.Errorf("p99 of none = %v", got)
+	}
+	if got := pctInt([]int64{3, 1, 2}, 50); got != 2 {
+		t.Errorf("pctInt = %d", got)
+	}
+	if got := pctInt(nil, 50); got != -1 {
+		t.Errorf("pctInt of none = %d", got)
+	}
+}
+
+func TestWriteThroughput(t *testing.T) {
+	cfg, _ := parseFlags(nil, io.Discard)
+	res := &results{pipelines: []int{1, 16}, runs: 2, seconds: 5, clients: []int{17, 17, 16}, rest: 90 * time.Millisecond,
+		samples: map[mkey][]sample{
+			{1, singleSetup}: {{rps: 100}, {rps: 200}}, {1, oneSetup}: {{rps: 80}, {rps: 150}}, {1, spreadSetup}: {{rps: 90}, {rps: 180}},
+			{16, singleSetup}: {{rps: 1000}, {rps: 1000}}, {16, oneSetup}: {{rps: 500}, {rps: 600}}, {16, spreadSetup}: {{rps: 700}, {rps: 700}},
+		},
+		cpu: map[mkey][]float64{{1, singleSetup}: {2, 4}},
+	}
+	var b bytes.Buffer
+	writeThroughput(&b, cfg, res)
+	out := b.String()
+	// Paired ratios: (0.8, 0.75) at P=1, (0.5, 0.6) at P=16.
+	for _, want := range []string{
+		"| mesh, load on one node / single node | 0.78 ✓ | **0.55 ✗** | 0.80 0.75 | 0.50 0.60 | ≥ 0.7 |",
+		"| single node | 150 ±33% | - | - | 3.0 |",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("report lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestWriteLag(t *testing.T) {
+	cfg, _ := parseFlags(nil, io.Discard)
+	ms := time.Millisecond
+	rows := []lagRow{
+		{interval: 5 * ms, load: "none", lags: []time.Duration{2 * ms, 3 * ms}, info: []int64{1, 2}},
+		{interval: 5 * ms, load: "`-c 50 -P 1` on a", loadRPS: 12345.6, lags: []time.Duration{5 * ms, 30 * ms}, info: []int64{4}},
+		{interval: 20 * ms, load: "`-c 50 -P 1` on a", lags: []time.Duration{25 * ms}},
+	}
+	var b bytes.Buffer
+	writeLag(&b, cfg, rows)
+	out := b.String()
+	for _, want := range []string{
+		"| 5ms | none | - | 2 | 2.00 ms | 3.00 ms | 3.00 ms | 0 | 1 / 2 / 2 | - |",
+		"| 5ms | `-c 50 -P 1` on a | 12,345 | 2 | 5.00 ms | 30.00 ms | 30.00 ms | 0 | 4 / 4 / 4 | p99 < 20ms: **✗** |",
+		"| 20ms | `-c 50 -P 1` on a | - | 1 | 25.00 ms | 25.00 ms | 25.00 ms | 0 | -1 / -1 / -1 | - |",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("report lacks %q:\n%s", want, out)
+		}
+	}
+}

@@ -1,0 +1,165 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/throttleddb/throttled/bench/internal/harness"
+)
+
+// ratio is a line of the ratio table: num / den at each pipeline depth,
+// with a bar (0: none) at every depth.
+type ratio struct {
+	label    string
+	num, den setup
+	bar      float64
+}
+
+// The bar is the issue's: with the load on one node, the mesh keeps at
+// least 0.7 of the single node's decisions per second (the other two spend
+// their CPU applying its deltas).
+const throughputBar = 0.7
+
+var ratios = []ratio{
+	{"mesh, load on one node / single node", oneSetup, singleSetup, throughputBar},
+	{"mesh, load spread / single node", spreadSetup, singleSetup, 0},
+	{"mesh, load spread / on one node", spreadSetup, oneSetup, 0},
+}
+
+// lagBar is the issue's bar: p99 under 20 ms at the default interval,
+// under load.
+const lagBar = 20 * time.Millisecond
+
+func writeThroughput(w io.Writer, cfg config, res *results) {
+	fmt.Fprintf(w, "\n### Decisions per second and latency\n\n")
+	fmt.Fprintf(w, "redis-benchmark `-c %d -r %d -P <p> --csv %s`. ", cfg.clients, keySpace, strings.Join(throttleCmd, " "))
+	fmt.Fprintf(w, "Single node: `--threads %d --dir <tmp>/single` (appendfsync everysec, the default). ", cfg.threads)
+	fmt.Fprintf(w, "Mesh nodes: the same plus `--replication crdt --node-id X --cluster-addr <free> --peers a=...,b=...,c=... --crdt-sync-interval %v`. ", cfg.intervals[0])
+	fmt.Fprintf(w, "Load on one node: every client on node a. Load spread: one redis-benchmark per node at once with %s clients, rps added up; "+
+		"each is sized by two unmeasured runs (the second about a second long) to last as long as the others. ", joinInts(res.clients, "/"))
+	fmt.Fprintf(w, "Each measured run lasts about %g s. Figures are the median of %d runs (± half the min-max range); the setups take turns, "+
+		"in an order reversed every other run, each after the servers have been idle for a second (at most twice the %v of CPU per second "+
+		"they used together at rest, plus 20 ms). Latency (ms) is redis-benchmark's p50 and p99 (with -P, of a whole pipeline), "+
+		"with the load spread the highest of the three nodes'. CPU is the servers' user+system time per request "+
+		"(for the mesh, all three nodes'), median of the runs.\n\n", res.seconds, res.runs, res.rest)
+	fmt.Fprintf(w, "| setup |")
+	for _, pl := range res.pipelines {
+		fmt.Fprintf(w, " P=%d rps | p50 | p99 | CPU µs/req |", pl)
+	}
+	fmt.Fprintf(w, "\n|---|%s\n", strings.Repeat("---:|", 4*len(res.pipelines)))
+	for _, s := range []setup{singleSetup, oneSetup, spreadSetup} {
+		fmt.Fprintf(w, "| %s |", s)
+		for _, pl := range res.pipelines {
+			smp := res.samples[mkey{pl, s}]
+			fmt.Fprintf(w, " %s | %s | %s | %s |", harness.RPSCell(field(smp, rpsOf)), msCell(field(smp, p50Of)), msCell(field(smp, p99Of)),
+				oneDecimal(harness.Median(res.cpu[mkey{pl, s}])))
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintf(w, "\nA ratio is the median of the runs' ratios, its two figures measured in the same run.\n\n| ratio |")
+	for _, pl := range res.pipelines {
+		fmt.Fprintf(w, " P=%d |", pl)
+	}
+	for _, pl := range res.pipelines {
+		fmt.Fprintf(w, " each run, P=%d |", pl)
+	}
+	fmt.Fprintf(w, " bar |\n|---|%s%s---|\n", strings.Repeat("---:|", len(res.pipelines)), strings.Repeat("---|", len(res.pipelines)))
+	for _, q := range ratios {
+		fmt.Fprintf(w, "| %s |", q.label)
+		for _, pl := range res.pipelines {
+			num, den := field(res.samples[mkey{pl, q.num}], rpsOf), field(res.samples[mkey{pl, q.den}], rpsOf)
+			v := harness.PairedRatio(num, den)
+			fmt.Fprintf(w, " %s |", harness.BarCell(v, q.bar > 0, v >= q.bar))
+		}
+		for _, pl := range res.pipelines {
+			fmt.Fprintf(w, " %s |", runsCell(harness.Ratios(field(res.samples[mkey{pl, q.num}], rpsOf), field(res.samples[mkey{pl, q.den}], rpsOf))))
+		}
+		if q.bar > 0 {
+			fmt.Fprintf(w, " ≥ %g |\n", q.bar)
+		} else {
+			fmt.Fprintf(w, " - |\n")
+		}
+	}
+}
+
+func writeLag(w io.Writer, cfg config, rows []lagRow) {
+	fmt.Fprintf(w, "\n### Replication lag\n\n")
+	fmt.Fprintf(w, "A 3-node mesh per `--crdt-sync-interval` (other flags as above). A prober writes a fresh key on node a "+
+		"(`CL.THROTTLE probe:<i> %s`, once) and, from the write's reply, peeks it on node b (the same with quantity 0) until the remaining drops; "+
+		"the time until then, on a monotonic clock, is one lag (it includes one round trip of a peek). %d probes per row, one at a time, "+
+		"0-5 ms apart; a probe not seen within %v is lost. Under load, redis-benchmark (`CL.THROTTLE k:__rand_int__ 15 30 60`, %d clients) "+
+		"runs on node a all along; its rate is node a's commands per second meanwhile. INFO lag_ms is `crdt_peer_a:...lag_ms=` "+
+		"read on b every %v (how far a's last watermark is behind b's clock, whole ms).\n\n",
+		strings.Join(probeArgs, " "), cfg.probes, probeTimeout, cfg.clients, infoEvery)
+	fmt.Fprintf(w, "| sync interval | load | load rps | probes | p50 | p99 | max | lost | INFO lag_ms p50 / p99 / max | bar |\n")
+	fmt.Fprintf(w, "|---:|---|---:|---:|---:|---:|---:|---:|---|---|\n")
+	for _, row := range rows {
+		bar := "-"
+		if row.interval == 5*time.Millisecond && row.load != "none" {
+			p99 := pct(row.lags, 99)
+			ok := row.lost == 0 && p99 < lagBar
+			bar = fmt.Sprintf("p99 < %v: %s", lagBar, map[bool]string{true: "✓", false: "**✗**"}[ok])
+		}
+		rps := "-"
+		if row.loadRPS > 0 {
+			rps = harness.Thousands(int64(row.loadRPS))
+		}
+		maxLag := time.Duration(0)
+		if len(row.lags) > 0 {
+			maxLag = slices.Max(row.lags)
+		}
+		fmt.Fprintf(w, "| %v | %s | %s | %d | %s | %s | %s | %d | %d / %d / %d | %s |\n", row.interval, row.load, rps, len(row.lags),
+			msDur(pct(row.lags, 50)), msDur(pct(row.lags, 99)), msDur(maxLag), row.lost,
+			pctInt(row.info, 50), pctInt(row.info, 99), maxInt(row.info), bar)
+	}
+}
+
+func maxInt(xs []int64) int64 {
+	if len(xs) == 0 {
+		return -1
+	}
+	return slices.Max(xs)
+}
+
+func msDur(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/1e6) }
+
+func oneDecimal(v float64) string {
+	if v <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f", v)
+}
+
+func rpsOf(s sample) float64 { return s.rps }
+func p50Of(s sample) float64 { return s.p50 }
+func p99Of(s sample) float64 { return s.p99 }
+
+func field(samples []sample, f func(sample) float64) []float64 {
+	out := make([]float64, len(samples))
+	for i, s := range samples {
+		out[i] = f(s)
+	}
+	return out
+}
+
+func runsCell(rs []float64) string {
+	if len(rs) == 0 {
+		return "-"
+	}
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = fmt.Sprintf("%.2f", r)
+	}
+	return strings.Join(out, " ")
+}
+
+func joinInts(xs []int, sep string) string {
+	out := make([]string, len(xs))
+	for i, x := range xs {
+		out[i] = fmt.Sprint(x)
+	}
+	return strings.Join(out, sep)
+}

@@ -1,0 +1,223 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/throttleddb/throttled/bench/internal/harness"
+	"github.com/throttleddb/throttled/bench/internal/redisbench"
+)
+
+// The load: bench/compare's CL.THROTTLE case. Its keys live ~2 s, so
+// nearly every call is allowed and writes: every call is a delta to ship.
+const keySpace = 100000
+
+var throttleCmd = []string{"CL.THROTTLE", "k:__rand_int__", "15", "30", "60"}
+
+// setup is one system under load.
+type setup int
+
+const (
+	singleSetup setup = iota // the single node
+	oneSetup                 // the mesh, every client on node a
+	spreadSetup              // the mesh, the clients split over its nodes
+)
+
+var setupLabels = map[setup]string{
+	singleSetup: "single node",
+	oneSetup:    "3-node mesh, load on one node",
+	spreadSetup: "3-node mesh, load spread on all three",
+}
+
+func (s setup) String() string { return setupLabels[s] }
+
+// setupFiles name the setups in -profile's file names.
+var setupFiles = map[setup]string{singleSetup: "single", oneSetup: "one", spreadSetup: "spread"}
+
+// sample is one measured run of one setup.
+type sample struct {
+	rps      float64
+	p50, p99 float64 // ms; with the clients spread, the highest of the nodes'
+}
+
+type mkey struct {
+	pipeline int
+	setup    setup
+}
+
+// results are the throughput part's measurements.
+type results struct {
+	pipelines []int
+	runs      int
+	seconds   float64
+	clients   []int // the spread setup's clients per node
+	samples   map[mkey][]sample
+	rest      time.Duration // CPU per second the servers use at rest, together
+	// cpu is each setup's server CPU per request (µs), per run.
+	cpu map[mkey][]float64
+}
+
+// throughput measures every setup at every -P, -runs times, each run's
+// setups in an order reversed every other run.
+func (r *runner) throughput(ctx context.Context) (*results, error) {
+	single, err := r.startSingle(ctx, "single")
+	if err != nil {
+		return nil, err
+	}
+	defer r.stop(single)
+	mesh, err := r.startMesh(ctx, meshSize, "mesh", "--crdt-sync-interval", r.cfg.intervals[0].String())
+	if err != nil {
+		return nil, err
+	}
+	defer r.stop(mesh...)
+	all := append([]*node{single}, mesh...)
+	res := &results{pipelines: r.cfg.pipelines, runs: r.cfg.runs, seconds: r.cfg.seconds,
+		clients: harness.SplitEven(r.cfg.clients, meshSize), samples: map[mkey][]sample{}, cpu: map[mkey][]float64{}}
+	if res.rest, err = harness.RestCPU(ctx, pids(all)); err != nil {
+		return nil, err
+	}
+	r.logf("at rest the servers use %v of CPU per second", res.rest)
+	targets := func(s setup) ([]*node, []int) {
+		switch s {
+		case singleSetup:
+			return []*node{single}, []int{r.cfg.clients}
+		case oneSetup:
+			return mesh[:1], []int{r.cfg.clients}
+		}
+		return mesh, res.clients
+	}
+	setups := []setup{singleSetup, oneSetup, spreadSetup}
+	for _, pl := range r.cfg.pipelines {
+		// Unmeasured runs size each setup's measured runs to about
+		// -seconds, node by node: a first of -n requests, then one sized
+		// by it to last about a second, whose rates are used. A mesh node
+		// can start a run much faster than it goes on (nodes b and c have
+		// not yet fallen behind with a's deltas), so one short run is not
+		// enough: the nodes with the load spread would end far apart.
+		requests := map[setup][]int{}
+		for _, s := range setups {
+			nodes, clients := targets(s)
+			n := harness.SplitByWeight(r.cfg.requests, clients)
+			var rps []float64
+			for pass := range 2 {
+				var err error
+				if _, rps, err = r.redisBench(ctx, nodes, clients, n, pl); err != nil {
+					return nil, err
+				}
+				r.logf("P=%-3d sizing %d  %-40s %v rps", pl, pass+1, s, rps)
+				n = harness.SizeRuns(rps, 1, clients)
+			}
+			requests[s] = harness.SizeRuns(rps, r.cfg.seconds, clients)
+			r.logf("P=%-3d sizing    %-40s %v requests per run", pl, s, requests[s])
+		}
+		for run := range r.cfg.runs {
+			order := slices.Clone(setups)
+			if run%2 == 1 {
+				slices.Reverse(order)
+			}
+			for _, s := range order {
+				if err := harness.WaitIdle(ctx, pids(all), res.rest, r.logf); err != nil {
+					return nil, err
+				}
+				nodes, clients := targets(s)
+				used := pids(mesh)
+				if s == singleSetup {
+					used = pids(nodes)
+				}
+				before, err := cpuOf(used)
+				if err != nil {
+					return nil, err
+				}
+				var profiled sync.WaitGroup
+				if r.cfg.profile != "" && run == 0 && pl == slices.Max(r.cfg.pipelines) {
+					profiled.Go(func() {
+						who := mesh
+						if s == singleSetup {
+							who = nodes
+						}
+						r.profileCPU(ctx, who, fmt.Sprintf("p%d-%s", pl, setupFiles[s]), time.Duration(r.cfg.seconds*0.8*float64(time.Second)))
+					})
+				}
+				smp, _, err := r.redisBench(ctx, nodes, clients, requests[s], pl)
+				profiled.Wait()
+				if err != nil {
+					return nil, err
+				}
+				after, err := cpuOf(used)
+				if err != nil {
+					return nil, err
+				}
+				k := mkey{pl, s}
+				res.samples[k] = append(res.samples[k], smp)
+				total := 0
+				for _, n := range requests[s] {
+					total += n
+				}
+				res.cpu[k] = append(res.cpu[k], float64((after-before).Microseconds())/float64(total))
+				r.logf("P=%-3d run %d/%d  %-40s %9.0f rps, p50 %.3f ms, p99 %.3f ms, %.1f µs CPU/request", pl, run+1, r.cfg.runs, s,
+					smp.rps, smp.p50, smp.p99, res.cpu[k][len(res.cpu[k])-1])
+			}
+		}
+	}
+	return res, nil
+}
+
+// cpuOf is the CPU the processes pids have used so far, together.
+func cpuOf(pids []int) (time.Duration, error) {
+	var sum time.Duration
+	for _, pid := range pids {
+		d, err := harness.CPUTime(pid)
+		if err != nil {
+			return 0, err
+		}
+		sum += d
+	}
+	return sum, nil
+}
+
+// redisBench runs one redis-benchmark per node at once, with clients[i]
+// connections and requests[i] requests on nodes[i], and returns their
+// summed rps and highest latencies, and each one's rps.
+func (r *runner) redisBench(ctx context.Context, nodes []*node, clients, requests []int, pl int) (sample, []float64, error) {
+	out := make([]redisbench.Result, len(nodes))
+	errs := make([]error, len(nodes))
+	var wg sync.WaitGroup
+	for i, n := range nodes {
+		wg.Go(func() {
+			bctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+			defer cancel()
+			out[i], errs[i] = redisbench.Run(bctx, redisbench.Options{
+				Bin: r.cfg.benchBin, Addr: n.addr, Clients: clients[i], Requests: requests[i], KeySpace: keySpace,
+				Pipeline: pl, Command: throttleCmd,
+			})
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		if ctx.Err() != nil {
+			return sample{}, nil, ctx.Err()
+		}
+		return sample{}, nil, r.withOutput(err)
+	}
+	var smp sample
+	rps := make([]float64, len(out))
+	for i, o := range out {
+		rps[i] = float64(int64(o.RPS + 0.5))
+		smp.rps += o.RPS
+		smp.p50 = max(smp.p50, o.P50)
+		smp.p99 = max(smp.p99, o.P99)
+	}
+	return smp, rps, nil
+}
+
+// msCell is the median latency in ms; "-" without figures.
+func msCell(xs []float64) string {
+	if m := harness.Median(xs); m > 0 {
+		return fmt.Sprintf("%.2f", m)
+	}
+	return "-"
+}

@@ -1,0 +1,75 @@
+package harness
+
+import (
+	"math"
+	"strings"
+
+	"github.com/throttleddb/throttled/internal/proc"
+)
+
+// The helpers of the programs that drive several servers at once
+// (bench/raft, bench/crdt).
+
+// SplitEven splits total into n parts that differ by at most one, the
+// larger first: 50 over 3 is 17, 17, 16.
+func SplitEven(total, n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = total / n
+		if i < total%n {
+			out[i]++
+		}
+	}
+	return out
+}
+
+// SplitByWeight splits total in proportion to weights (rounded down, at
+// least 1 each).
+func SplitByWeight(total int, weights []int) []int {
+	sum := 0
+	for _, w := range weights {
+		sum += w
+	}
+	out := make([]int, len(weights))
+	for i, w := range weights {
+		out[i] = max(1, total*w/sum)
+	}
+	return out
+}
+
+// SizeRuns gives each server's redis-benchmark enough requests to run
+// about seconds at the rate it showed, and at least 10 per client: with
+// the clients spread over several servers, their runs then end together.
+func SizeRuns(rps []float64, seconds float64, clients []int) []int {
+	out := make([]int, len(rps))
+	for i, v := range rps {
+		out[i] = max(10*clients[i], int(v*seconds))
+	}
+	return out
+}
+
+// Percentile returns the p-th percentile of sorted (not empty) by the
+// nearest-rank method: the smallest value with at least p% of the values
+// at or below it.
+func Percentile(sorted []int64, p float64) int64 {
+	rank := int(math.Ceil(float64(len(sorted))*p/100)) - 1
+	return sorted[min(max(rank, 0), len(sorted)-1)]
+}
+
+// LastLines returns the last n lines of s.
+func LastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+// FreePorts asks the OS for n free loopback ports.
+func FreePorts(n int) ([]int, error) {
+	out := make([]int, n)
+	for i := range out {
+		var err error
+		if out[i], err = proc.FreePort(); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
