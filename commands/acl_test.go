@@ -243,6 +243,17 @@ func FuzzACLRules(f *testing.F) {
 	})
 }
 
+// quotesOther reports whether text is also within a rule that is not a
+// password, which an error may quote: ">+" beside a bad "+" is no leak.
+func quotesOther(text string, ops []string) bool {
+	for _, op := range ops {
+		if op != "" && op[0] != '>' && op[0] != '<' && strings.Contains(op, text) {
+			return true
+		}
+	}
+	return false
+}
+
 // FuzzACLSetUser sends ACL SETUSER with random rules (one a line) through
 // the dispatcher: the reply is OK or a one-line error that repeats no
 // password, a refused SETUSER changes nothing, and the user's ACL LIST
@@ -268,9 +279,10 @@ func FuzzACLSetUser(f *testing.F) {
 		default:
 			t.Fatalf("reply %q", got)
 		}
-		for _, op := range strings.Split(rules, "\n") {
+		ops := strings.Split(rules, "\n")
+		for _, op := range ops {
 			if len(op) > 1 && (op[0] == '>' || op[0] == '<') && !bytes.Contains([]byte(op[1:]), []byte("'")) &&
-				strings.Contains(got, "'"+op[1:]+"'") && strings.HasPrefix(got, "-") {
+				strings.Contains(got, "'"+op[1:]+"'") && strings.HasPrefix(got, "-") && !quotesOther(op[1:], ops) {
 				t.Fatalf("error %q repeats the password of %q", got, op)
 			}
 		}
