@@ -36,6 +36,9 @@ type Mesh interface {
 	SetInstant(t int64)
 	// MaxSkew is the tolerated clock difference between nodes, in ns.
 	MaxSkew() int64
+	// Complete is the node's completeness bound: the debt log a command
+	// writes folds its events before it (mstate.Limiter.Decide).
+	Complete() int64
 	// Changed records that the command wrote key; the caller holds the
 	// key's shard lock.
 	Changed(db int, key []byte)
@@ -139,7 +142,7 @@ func (l *limit) checkMerged(c *Ctx) string {
 		lim, err = mstate.New(l.eng, m.MaxSkew())
 	}
 	if err == nil {
-		l.res, l.next, l.fullAt, l.write, err = lim.Decide(l.state, m.Origin(), c.Tx.Now(), l.qty)
+		l.res, l.next, l.fullAt, l.write, err = lim.Decide(l.state, m.Origin(), c.Tx.Now(), l.qty, m.Complete())
 	}
 	switch {
 	case err == nil:

@@ -41,7 +41,6 @@ func (n *Node) read(dirty map[dbKey]struct{}) []entry {
 			}
 			exp, _ := tx.ExpireMs(k.db, key)
 			entries = append(entries, entry{db: k.db, key: key, expireMs: exp, state: slices.Clone(v.Bytes)})
-			n.noteUnfolded(k, v.Bytes)
 		})
 	}
 	return entries
@@ -67,14 +66,6 @@ func (n *Node) readAll() []entry {
 		})
 	}
 	return entries
-}
-
-// noteUnfolded remembers a debt log that holds events after its cut.
-func (n *Node) noteUnfolded(k dbKey, state []byte) {
-	newest, ok := mstate.Unfolded(state)
-	n.mu.Lock()
-	n.unfolded.note(k, newest, ok)
-	n.mu.Unlock()
 }
 
 // merge joins a peer's state of a key into the store. It reports false
@@ -116,15 +107,13 @@ func (n *Node) merge(e entry) bool {
 			return
 		}
 		tx.Put(e.db, e.key, store.Value{Kind: store.KindMerged, Bytes: merged}, exp)
-		k := dbKey{e.db, string(e.key)}
-		n.noteUnfolded(k, merged)
 		if !bytes.Equal(merged, e.state) {
 			// This node knew something the sender did not (its own
 			// writes not yet shipped, or parts the sender dropped when
 			// the key expired there): ship the join back, so that every
 			// node ends with it.
 			n.mu.Lock()
-			n.dirty[k] = struct{}{}
+			n.dirty[dbKey{e.db, string(e.key)}] = struct{}{}
 			n.mu.Unlock()
 		}
 	})
@@ -156,36 +145,4 @@ func (n *Node) expiryOf(merged []byte, localExp, remoteExp int64, exists bool) (
 		return max(remoteExp, localExp), nil
 	}
 	return remoteExp, nil
-}
-
-// fold folds the debt logs whose events are all before complete, so that
-// nodes knowing the same events end with the same bytes, and logs stay
-// short.
-func (n *Node) fold(complete int64) {
-	if complete == math.MinInt64 {
-		return
-	}
-	n.mu.Lock()
-	due := n.unfolded.due(complete)
-	n.mu.Unlock()
-	for _, k := range due {
-		key := []byte(k.key)
-		n.withKey(key, func(tx store.Tx) {
-			v, ok := tx.Get(k.db, key)
-			if !ok || v.Kind != store.KindMerged {
-				n.noteUnfolded(k, nil)
-				return
-			}
-			folded, err := mstate.Fold(v.Bytes, complete)
-			if err != nil {
-				n.noteUnfolded(k, nil)
-				return
-			}
-			if !bytes.Equal(folded, v.Bytes) {
-				exp, _ := tx.ExpireMs(k.db, key)
-				tx.Put(k.db, key, store.Value{Kind: store.KindMerged, Bytes: folded}, exp)
-			}
-			n.noteUnfolded(k, folded)
-		})
-	}
 }

@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/throttleddb/throttled/gcra"
+	"github.com/throttleddb/throttled/internal/testwait"
 	"github.com/throttleddb/throttled/replication/crdt"
 	"github.com/throttleddb/throttled/replication/crdt/crdttest"
 	"github.com/throttleddb/throttled/replication/repltest"
@@ -334,4 +336,55 @@ func TestConformance(t *testing.T) {
 	repltest.Run(t, repltest.Mode{Eventual: true}, func(t *testing.T, n int) repltest.Cluster {
 		return crdttest.New(t, n, seed(t), fast)
 	})
+}
+
+// TestFoldOnWrite: a debt log is folded where it is written, by the command
+// that writes it, once the node's completeness bound has passed its events,
+// and its peers take the folded bytes as they are. A key written 300 times
+// over 3 s of clock holds one event again after a write made once the
+// peers' watermarks have passed the others, on both nodes.
+func TestFoldOnWrite(t *testing.T) {
+	c := crdttest.New(t, 2, seed(t), fast)
+	c.Connected()
+	a := c.Nodes[0]
+	dataset := func(m *crdttest.Node) string {
+		info := fmt.Sprint(c.Do(m, "INFO", "memory"))
+		for _, l := range strings.Split(info, "\r\n") {
+			if v, ok := strings.CutPrefix(l, "used_memory_dataset:"); ok {
+				return v
+			}
+		}
+		t.Fatalf("no used_memory_dataset in %q", info)
+		return ""
+	}
+	now := crdttest.Start
+	write := func() {
+		if r := fmt.Sprint(c.Do(a, "CL.THROTTLE", "k", 100000, 1000, 1)); !strings.HasPrefix(r, "[0 ") {
+			t.Fatalf("CL.THROTTLE k: %s", r)
+		}
+	}
+	c.SetClocks(now)
+	write()
+	one := dataset(a) // one event
+	for range 300 {
+		now += int64(10 * time.Millisecond)
+		c.SetClocks(now)
+		write()
+	}
+	c.Converged()
+	if grown := dataset(a); grown == one {
+		t.Fatalf("300 writes within the skew's reach left the dataset at %s bytes: nothing to fold", grown)
+	}
+	// Once both nodes' watermarks are a second on, everything before is
+	// complete: writes at that one instant add to one event, and the
+	// first after the bound has moved folds the rest.
+	c.SetClocks(now + int64(time.Second))
+	testwait.For(t, 10*time.Second, "k folded to one event on the node that writes it", func() bool {
+		write()
+		return dataset(a) == one
+	})
+	c.Converged()
+	if got := dataset(c.Nodes[1]); got != one {
+		t.Fatalf("the peer holds %s bytes, the writer %s", got, one)
+	}
 }

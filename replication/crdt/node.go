@@ -119,21 +119,21 @@ type Node struct {
 	// last is the newest watermark handed out: no stamp is earlier from
 	// then on (Now).
 	last atomic.Int64
+	// complete is the node's completeness bound as of the last cut
+	// (Complete).
+	complete atomic.Int64
 
 	mu    sync.Mutex
 	peers map[string]*peer
 	// dirty are the keys written here since the last cut.
 	dirty map[dbKey]struct{}
-	// unfolded are the debt logs holding events after their cut: the cut
-	// folds them once complete.
-	unfolded folds
 	// held are the keys written here whose newest write some peer may not
 	// have yet, with its instant: they do not expire (Hold), since the
 	// others' view of the key still counts what was admitted here.
 	held map[dbKey]int64
 	// heldOrder lists held's writes in the order they were made (their
 	// instants ascend, as Now does), so release looks only at those due.
-	heldOrder []foldEntry
+	heldOrder []write
 	// delivered is the least completeness bound the peers reported:
 	// every peer knows every write of this node before it.
 	delivered int64
@@ -150,6 +150,12 @@ type Node struct {
 type dbKey struct {
 	db  int
 	key string
+}
+
+// write is a key this node wrote, and when.
+type write struct {
+	k  dbKey
+	at int64
 }
 
 // peer is another node of the mesh, as this one knows it. Guarded by the
@@ -203,21 +209,13 @@ func Start(cfg Config, st *store.Store) (*Node, error) {
 	n := &Node{
 		cfg: cfg, store: st, origin: mstate.NewOrigin(cfg.ID, cfg.Incarnation),
 		log:   cfg.Logger.With("crdt", cfg.ID),
-		peers: map[string]*peer{}, dirty: map[dbKey]struct{}{}, unfolded: newFolds(), held: map[dbKey]int64{},
+		peers: map[string]*peer{}, dirty: map[dbKey]struct{}{}, held: map[dbKey]int64{},
 		ln: ln,
 	}
 	n.last.Store(math.MinInt64)
 	n.stable = math.MinInt64
+	n.complete.Store(mstate.NoBound)
 	st.SetHold(n.hold)
-	// The debt logs loaded from the data folder fold like the others.
-	now := n.Now()
-	for i := range st.Shards() {
-		st.EachInShard(i, now, func(db int, key string, v store.Value, _ int64) {
-			if newest, ok := mstate.Unfolded(v.Bytes); ok && v.Kind == store.KindMerged {
-				n.unfolded.note(dbKey{db, key}, newest, true)
-			}
-		})
-	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	for id, addr := range cfg.Peers {
 		if id != cfg.ID {
@@ -269,6 +267,14 @@ func (n *Node) Now() int64 {
 // is for setting up a test's timeline before its traffic.
 func (n *Node) SetInstant(t int64) { n.last.Store(t) }
 
+// Complete is the node's completeness bound: it holds every event stamped
+// before it that any member will make, so a command folds a debt log's
+// events before it (mstate.Limiter.Decide). Nodes fold only what they
+// write: a key's states from every writer still join into the same bytes
+// everywhere (a folded state is above the unfolded one in the join), with
+// no pass over the keys to fold them.
+func (n *Node) Complete() int64 { return n.complete.Load() }
+
 // advance takes the watermark of a cut: Now, recorded as the floor of every
 // later stamp.
 func (n *Node) advance() int64 {
@@ -290,7 +296,7 @@ func (n *Node) Changed(db int, key []byte) {
 	n.dirty[k] = struct{}{}
 	if len(n.peers) > 0 {
 		n.held[k] = now
-		n.heldOrder = append(n.heldOrder, foldEntry{k, now})
+		n.heldOrder = append(n.heldOrder, write{k, now})
 	}
 	n.mu.Unlock()
 }
@@ -375,8 +381,8 @@ func (n *Node) cutLoop() {
 }
 
 // cut ships what changed since the last cut to every connected peer (the
-// whole keyspace to a newly connected one), with a watermark, then folds the
-// debt logs that its completeness bound has passed.
+// whole keyspace to a newly connected one), with a watermark, and moves the
+// completeness bound the commands fold at.
 func (n *Node) cut() {
 	w := n.advance()
 	// Every command that read the clock before w holds its shard's lock
@@ -386,6 +392,7 @@ func (n *Node) cut() {
 	dirty := n.dirty
 	n.dirty = make(map[dbKey]struct{}, len(dirty))
 	complete := n.completeness()
+	n.complete.Store(complete)
 	n.release(complete)
 	var links []*link
 	for _, p := range n.peers {
@@ -416,7 +423,6 @@ func (n *Node) cut() {
 			}
 		}
 	}
-	n.fold(complete)
 }
 
 // frames cuts entries into batch frames of about batchBytes, every one but

@@ -337,7 +337,14 @@ func (v *debtView) check(t, now, qty int64) (engines.Result, error) {
 	return res, err
 }
 
-func (v *debtView) admit(t, _ int64) error { return v.charge(t, v.self, v.p.drain, v.cost) }
+// admit folds what is complete (never at or past t, so the new event stays
+// an event) and records the admission.
+func (v *debtView) admit(t, _, complete int64) error {
+	if _, err := v.fold(min(complete, t)); err != nil {
+		return err
+	}
+	return v.charge(t, v.self, v.p.drain, v.cost)
+}
 
 // fullAt replays the whole log, from its newest stamp on under this call's
 // drain: the debt is repaid, and the key may go, at its newest stamp plus

@@ -60,7 +60,10 @@
 // knows every event stamped before T that any node will ever make (the least
 // watermark of the mesh, study 0). Folding past it would drop the events
 // that arrive later; the algebra tests plant that mistake and catch it. A
-// quiet key is (h, B): redis-cell's TAT is h+B.
+// quiet key is (h, B): redis-cell's TAT is h+B. Decide folds the log it
+// writes at the bound it is given, so a key is folded where it is written,
+// and a folded state is above the unfolded one in the join: the nodes
+// that merge it need not fold it again to end with the same bytes.
 //
 // Never merge TATs or token counts by max, last writer wins or sum: the
 // first two lose concurrent admissions, the last drains N times too fast.
@@ -195,10 +198,11 @@
 //	SWL    16 B + 16 B per origin + 18 B per entry
 //	Str    51 B + the value + 32 B per origin that counted on the register
 //
-// A debt log holds the events after the completeness bound: those admitted
-// within about the sync interval + delay + heartbeat (the study measured a
-// p99 of 1-34 events). During a partition the bound stops and the log keeps
-// every event since the split. The per-key cap of the study (M = 1024
+// A debt log holds the events after the completeness bound of its last
+// write: those admitted within about the max skew + sync interval + delay
+// before it (the study measured a p99 of 1-34 events), kept until the next
+// write folds them or the key expires. During a partition the bound stops
+// and the log keeps every event since the split. The per-key cap of the study (M = 1024
 // events, coarsening an origin's complete events into one per aligned
 // quantum, which over-charges by at most rate*quantum) is not built yet: a
 // coarse event must never land on a node that has already folded part of

@@ -45,22 +45,6 @@ func Expiry(state []byte) (int64, error) {
 	return add(at, d/last.d.rate+min(d%last.d.rate, 1))
 }
 
-// Unfolded returns the newest event time of a debt log that holds events
-// after its cut, and false for a quiet log or any other kind: a node folds
-// such a state once its completeness bound has passed that time (Fold), so
-// that nodes which know the same events end with the same bytes.
-func Unfolded(state []byte) (newest int64, ok bool) {
-	k, err := KindOf(state)
-	if err != nil || (k != GCRA && k != TB && k != LB) {
-		return 0, false
-	}
-	s, err := decodeDebt(state, k)
-	if err != nil || len(s.events) == 0 {
-		return 0, false
-	}
-	return s.events[len(s.events)-1].t, true
-}
-
 // TAT returns the theoretical arrival time a GCRA state stands for: the
 // instant its whole debt is repaid, what redis-cell's key holds (GET on a
 // CL.THROTTLE key of a mesh node reads it).

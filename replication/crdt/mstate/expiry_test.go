@@ -21,7 +21,7 @@ func TestExpiryBound(t *testing.T) {
 		var sa, sb []byte
 		now := int64(1e12)
 		for i := range 3 {
-			_, next, fullAt, write, err := l.Decide(sa, a, now+int64(i)*1e6, 1)
+			_, next, fullAt, write, err := l.Decide(sa, a, now+int64(i)*1e6, 1, NoBound)
 			if err != nil || !write {
 				t.Fatalf("%v: %v %v", l.Kind(), err, write)
 			}
@@ -30,7 +30,7 @@ func TestExpiryBound(t *testing.T) {
 				t.Fatalf("%v: bound %d, Decide's fullAt %d", l.Kind(), got, fullAt)
 			}
 		}
-		_, sb, fullB, _, _ := l.Decide(sb, b, now, 2)
+		_, sb, fullB, _, _ := l.Decide(sb, b, now, 2, NoBound)
 		merged, _ := Merge(sa, sb)
 		fullA, _ := Expiry(sa)
 		if got, _ := Expiry(merged); got <= max(fullA, fullB) {

@@ -51,7 +51,7 @@ func FuzzDecode(f *testing.F) {
 				t.Fatalf("Merge accepted %x, which does not decode", state)
 			}
 			Fold(state, now)
-			ls[k].Decide(state, testOrigin, now, qty)
+			ls[k].Decide(state, testOrigin, now, qty, NoBound)
 			ls[k].FullAt(state)
 			return
 		}
@@ -66,12 +66,19 @@ func FuzzDecode(f *testing.F) {
 				t.Fatalf("a second Fold at %d changed %x into %x, %v", now, folded, again, err)
 			}
 		}
-		res, next, _, write, err := ls[k].Decide(state, testOrigin, now, qty)
+		res, next, fullAt, write, err := ls[k].Decide(state, testOrigin, now, qty, NoBound)
 		if err == nil && write {
 			// An admission only adds to the state: it absorbs the old one.
 			if m, err := Merge(next, state); err != nil || !bytes.Equal(m, next) {
 				t.Fatalf("Decide(%d, %d) gave %+v and %x, which does not absorb %x: %x, %v", now, qty, res, next, state, m, err)
 			}
+		}
+		// With a completeness bound (now: never past the decision time),
+		// Decide answers alike and writes what it would have, folded.
+		fres, fnext, ffullAt, fwrite, ferr := ls[k].Decide(state, testOrigin, now, qty, now)
+		if want, _ := Fold(next, now); (ferr == nil) != (err == nil) || fres != res || fwrite != write ||
+			(write && (ffullAt != fullAt || !bytes.Equal(fnext, want))) {
+			t.Fatalf("Decide(%d, %d) with the bound %d gave %+v, %x, %v; without, %+v and folded %x, %v", now, qty, now, fres, fnext, ferr, res, want, err)
 		}
 		ls[k].FullAt(state)
 	})

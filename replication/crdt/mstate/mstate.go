@@ -35,6 +35,10 @@ func (k Kind) String() string {
 	return engines.Kind(k).String()
 }
 
+// NoBound is the completeness bound of a writer that knows none: Decide
+// folds nothing.
+const NoBound int64 = math.MinInt64
+
 // ErrSkew reports a negative maximum clock skew.
 var ErrSkew = errors.New("mstate: negative clock skew")
 
@@ -51,7 +55,12 @@ type Limiter interface {
 	// now earlier than self's newest stamp in state is taken as that stamp;
 	// another origin's stamp never moves the decision time (see the package
 	// doc). On error nothing is written.
-	Decide(state []byte, self Origin, now, qty int64) (res engines.Result, next []byte, fullAt int64, write bool, err error)
+	//
+	// complete is the writer's completeness bound (see Fold), NoBound for
+	// none: a debt log that Decide writes has its events before it folded
+	// first, so a key's log stays short where it is written and no other
+	// pass over the keys is needed.
+	Decide(state []byte, self Origin, now, qty, complete int64) (res engines.Result, next []byte, fullAt int64, write bool, err error)
 
 	// FullAt returns the instant from which state, merged or not, decides as
 	// no state under these parameters: when the key may expire. A missing
@@ -80,8 +89,8 @@ type view interface {
 	// check decides qty at t; GCRA replies from the caller's now.
 	check(t, now, qty int64) (engines.Result, error)
 	// admit records the admission check allowed, and retires what no node
-	// counts any more.
-	admit(t, qty int64) error
+	// counts any more (a debt log folds its events before complete).
+	admit(t, qty, complete int64) error
 	// fullAt returns the instant from which the state decides as none.
 	fullAt() (int64, error)
 	encode() ([]byte, error)
@@ -89,7 +98,7 @@ type view interface {
 
 func (l limiter) Kind() Kind { return l.kind }
 
-func (l limiter) Decide(state []byte, self Origin, now, qty int64) (engines.Result, []byte, int64, bool, error) {
+func (l limiter) Decide(state []byte, self Origin, now, qty, complete int64) (engines.Result, []byte, int64, bool, error) {
 	v, err := l.p.open(state, self)
 	if err != nil {
 		return engines.Result{}, state, 0, false, err
@@ -101,7 +110,7 @@ func (l limiter) Decide(state []byte, self Origin, now, qty int64) (engines.Resu
 	}
 	var fullAt int64
 	var next []byte
-	if err = v.admit(t, qty); err == nil {
+	if err = v.admit(t, qty, complete); err == nil {
 		if fullAt, err = v.fullAt(); err == nil {
 			next, err = v.encode()
 		}

@@ -186,7 +186,13 @@ func oneWriterRun(t *testing.T, rng *rand.Rand, draw func(*rand.Rand, bool) pair
 		if err != nil {
 			t.Fatalf("%s step %d: single node: %v", name, i, err)
 		}
-		mres, mnext, mf, mwrite, err := p.merged.Decide(merged, self, now, qty)
+		// Decide folds below the bound it is given: everything before the
+		// writer's newest stamp is complete, and a little less.
+		complete := NoBound
+		if len(merged) > 0 && rng.IntN(2) == 0 {
+			complete = stamp + 1 - rng.Int64N(2*p.scale)
+		}
+		mres, mnext, mf, mwrite, err := p.merged.Decide(merged, self, now, qty, complete)
 		if err != nil || mres != res || mwrite != write || (write && mf != f) {
 			t.Fatalf("%s step %d (now %d, qty %d): mergeable got (%+v, write %v, fullAt %d, %v), single node (%+v, write %v, fullAt %d)",
 				name, i, now, qty, mres, mwrite, mf, err, res, write, f)

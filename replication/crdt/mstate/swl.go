@@ -210,7 +210,7 @@ func (v *swlView) at(now int64) int64 { return max(now, v.newest(v.self)) }
 
 func (v *swlView) check(t, _, qty int64) (engines.Result, error) { return v.p.check(&v.swlLog, t, qty) }
 
-func (v *swlView) admit(t, qty int64) error {
+func (v *swlView) admit(t, qty, _ int64) error {
 	e := entry{t: t, o: v.self, q: qty}
 	if i, found := slices.BinarySearchFunc(v.entries, e, compareEntry); found {
 		var err error
