@@ -217,5 +217,5 @@ func (c *Ctx) storeString(key, next []byte, err error) {
 		exp = max(exp, c.Tx.NowMs()+1)
 	}
 	c.Tx.Put(c.DB(), key, store.Value{Kind: store.KindMerged, Bytes: next}, exp)
-	m.Changed(c.DB(), key)
+	m.Changed(c.DB(), key, next, exp)
 }

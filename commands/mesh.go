@@ -39,9 +39,10 @@ type Mesh interface {
 	// Complete is the node's completeness bound: the debt log a command
 	// writes folds its events before it (mstate.Limiter.Decide).
 	Complete() int64
-	// Changed records that the command wrote key; the caller holds the
-	// key's shard lock.
-	Changed(db int, key []byte)
+	// Changed records that the command stored state under key, expiring
+	// at expireMs (Unix ms, 0 for none); the caller holds the key's shard
+	// lock and leaves state as it is (the store holds the same bytes).
+	Changed(db int, key, state []byte, expireMs int64)
 	// Alone reports whether the node has no peers: nothing it deletes can
 	// come back, so it may delete as a single node does.
 	Alone() bool
@@ -170,5 +171,5 @@ func (l *limit) commitMerged(c *Ctx) {
 		exp = max(exp, old)
 	}
 	c.Tx.Put(db, l.key, store.Value{Kind: store.KindMerged, Bytes: l.next}, exp)
-	c.srv.mesh.Changed(db, l.key)
+	c.srv.mesh.Changed(db, l.key, l.next, exp)
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"math"
 	"slices"
+	"strings"
 
 	"github.com/throttleddb/throttled/replication/crdt/mstate"
 	"github.com/throttleddb/throttled/store"
@@ -21,36 +22,25 @@ func (n *Node) withKey(key []byte, fn func(tx store.Tx)) {
 	fn(n.store.Tx(n.Now()))
 }
 
-// read returns the states of the dirty keys that still hold one.
-func (n *Node) read(dirty map[dbKey]struct{}) []entry {
-	entries := make([]entry, 0, len(dirty))
-	// In key order, so that a batch's bytes do not depend on map order.
-	keys := slices.SortedFunc(func(yield func(dbKey) bool) {
-		for k := range dirty {
-			if !yield(k) {
-				return
-			}
+// latest returns the last change of each key as entries, in key order so
+// that a batch's bytes do not depend on the order of the writes. A state
+// that has expired since is shipped too: the peers drop it as this node
+// did.
+func latest(changes []change) []entry {
+	slices.SortStableFunc(changes, func(a, b change) int {
+		if a.k.db != b.k.db {
+			return a.k.db - b.k.db
 		}
-	}, compareDBKey)
-	for _, k := range keys {
-		key := []byte(k.key)
-		n.withKey(key, func(tx store.Tx) {
-			v, ok := tx.Get(k.db, key)
-			if !ok || v.Kind != store.KindMerged {
-				return // gone since: expired, as it would be everywhere
-			}
-			exp, _ := tx.ExpireMs(k.db, key)
-			entries = append(entries, entry{db: k.db, key: key, expireMs: exp, state: slices.Clone(v.Bytes)})
-		})
+		return strings.Compare(a.k.key, b.k.key)
+	})
+	entries := make([]entry, 0, len(changes))
+	for i, c := range changes {
+		if i+1 < len(changes) && changes[i+1].k == c.k {
+			continue // written again since
+		}
+		entries = append(entries, entry{db: c.k.db, key: []byte(c.k.key), expireMs: c.expireMs, state: c.state})
 	}
 	return entries
-}
-
-func compareDBKey(a, b dbKey) int {
-	if a.db != b.db {
-		return a.db - b.db
-	}
-	return bytes.Compare([]byte(a.key), []byte(b.key))
 }
 
 // readAll returns every merged state in the store, one shard at a time: a
@@ -113,7 +103,7 @@ func (n *Node) merge(e entry) bool {
 			// the key expired there): ship the join back, so that every
 			// node ends with it.
 			n.mu.Lock()
-			n.dirty[dbKey{e.db, string(e.key)}] = struct{}{}
+			n.changes = append(n.changes, change{dbKey{e.db, string(e.key)}, merged, exp})
 			n.mu.Unlock()
 		}
 	})

@@ -125,17 +125,12 @@ type Node struct {
 
 	mu    sync.Mutex
 	peers map[string]*peer
-	// dirty are the keys written here since the last cut.
-	dirty map[dbKey]struct{}
-	// held are the keys written here whose newest write some peer may not
-	// have yet, with its instant: they do not expire (Hold), since the
-	// others' view of the key still counts what was admitted here.
-	held map[dbKey]int64
-	// heldOrder lists held's writes in the order they were made (their
-	// instants ascend, as Now does), so release looks only at those due.
-	heldOrder []write
+	// changes are the writes made here since the last cut, in the order
+	// they were made (a key written twice is shipped as last written).
+	changes []change
 	// delivered is the least completeness bound the peers reported:
-	// every peer knows every write of this node before it.
+	// every peer knows every write of this node before it. A key holding
+	// a write of this node made at or after it does not expire (hold).
 	delivered int64
 	// stable is the least completeness bound of the whole mesh, this
 	// node's included: every node knows every write stamped before it.
@@ -152,10 +147,11 @@ type dbKey struct {
 	key string
 }
 
-// write is a key this node wrote, and when.
-type write struct {
-	k  dbKey
-	at int64
+// change is a key's state and expiry (Unix ms) as written here.
+type change struct {
+	k        dbKey
+	state    []byte
+	expireMs int64
 }
 
 // peer is another node of the mesh, as this one knows it. Guarded by the
@@ -209,8 +205,8 @@ func Start(cfg Config, st *store.Store) (*Node, error) {
 	n := &Node{
 		cfg: cfg, store: st, origin: mstate.NewOrigin(cfg.ID, cfg.Incarnation),
 		log:   cfg.Logger.With("crdt", cfg.ID),
-		peers: map[string]*peer{}, dirty: map[dbKey]struct{}{}, held: map[dbKey]int64{},
-		ln: ln,
+		peers: map[string]*peer{},
+		ln:    ln,
 	}
 	n.last.Store(math.MinInt64)
 	n.stable = math.MinInt64
@@ -287,16 +283,14 @@ func (n *Node) advance() int64 {
 	}
 }
 
-// Changed records that a command wrote key: the next cut ships it. The
-// caller holds the key's shard lock.
-func (n *Node) Changed(db int, key []byte) {
-	k := dbKey{db, string(key)}
-	now := n.Now()
+// Changed records that a command stored state under key with expireMs:
+// the next cut ships it. The caller holds the key's shard lock and does
+// not modify state afterwards (the store holds the same bytes). A node
+// without peers records nothing: a peer added later gets a full sync.
+func (n *Node) Changed(db int, key, state []byte, expireMs int64) {
 	n.mu.Lock()
-	n.dirty[k] = struct{}{}
 	if len(n.peers) > 0 {
-		n.held[k] = now
-		n.heldOrder = append(n.heldOrder, write{k, now})
+		n.changes = append(n.changes, change{dbKey{db, string(key)}, state, expireMs})
 	}
 	n.mu.Unlock()
 }
@@ -309,34 +303,31 @@ func (n *Node) Alone() bool {
 }
 
 // hold reports whether a key must outlive its expiry (see store.SetHold):
-// its newest write here may not have reached every peer, or it is a
-// string's tombstone that some node may not have seen (it must keep older
-// writes from coming back there).
-func (n *Node) hold(db int, key []byte, v store.Value) bool {
+// it holds an admission of this node that some peer may not have yet
+// (the others' view of the key still counts it), or it is a string's
+// tombstone that some node may not have seen (it must keep older writes
+// from coming back there; a string written here that expires is one).
+// It reads the state's bytes, so writes need no bookkeeping: only this
+// node folds its own events, and a write always leaves its newest one.
+func (n *Node) hold(_ int, _ []byte, v store.Value) bool {
 	n.mu.Lock()
-	defer n.mu.Unlock()
-	if at, ok := n.held[dbKey{db, string(key)}]; ok && at >= n.delivered {
+	delivered, stable := n.delivered, n.stable
+	n.mu.Unlock()
+	if at, err := mstate.Newest(v.Bytes, n.origin); err == nil && at >= delivered {
 		return true
 	}
 	stamp, ok, err := mstate.StrTombstone(v.Bytes, n.Now())
-	return err == nil && ok && stamp >= n.stable-Linger.Nanoseconds()
+	return err == nil && ok && stamp >= stable-Linger.Nanoseconds()
 }
 
-// release forgets the held keys every peer has now. The caller holds mu,
-// and complete is this node's completeness bound.
+// release moves the bounds hold keeps keys by. The caller holds mu, and
+// complete is this node's completeness bound.
 func (n *Node) release(complete int64) {
 	n.delivered = math.MaxInt64
 	for _, p := range n.peers {
 		n.delivered = min(n.delivered, p.complete)
 	}
 	n.stable = min(n.delivered, complete)
-	i := 0
-	for ; i < len(n.heldOrder) && n.heldOrder[i].at < n.delivered; i++ {
-		if e := n.heldOrder[i]; n.held[e.k] == e.at {
-			delete(n.held, e.k)
-		}
-	}
-	n.heldOrder = n.heldOrder[i:]
 }
 
 // addPeer starts reaching a peer. The caller holds mu or is Start.
@@ -386,11 +377,11 @@ func (n *Node) cutLoop() {
 func (n *Node) cut() {
 	w := n.advance()
 	// Every command that read the clock before w holds its shard's lock
-	// until it has called Changed: after the barrier, dirty has them all.
+	// until it has called Changed: after the barrier, changes has them all.
 	n.store.Barrier()
 	n.mu.Lock()
-	dirty := n.dirty
-	n.dirty = make(map[dbKey]struct{}, len(dirty))
+	changes := n.changes
+	n.changes = make([]change, 0, len(changes))
 	complete := n.completeness()
 	n.complete.Store(complete)
 	n.release(complete)
@@ -402,7 +393,7 @@ func (n *Node) cut() {
 	}
 	n.mu.Unlock()
 
-	delta := n.frames(n.read(dirty), w, complete)
+	delta := n.frames(latest(changes), w, complete)
 	var full [][]byte
 	for _, l := range links {
 		frames := delta

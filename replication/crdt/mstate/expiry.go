@@ -45,6 +45,33 @@ func Expiry(state []byte) (int64, error) {
 	return add(at, d/last.d.rate+min(d%last.d.rate, 1))
 }
 
+// Newest returns the stamp of o's newest admission that state holds as its
+// own (an event, a slot or an entry of o), MinInt64 when it holds none: a
+// string, whose writes are not stamped by origin, or a state whose events
+// of o are folded into its base. A node uses it to keep a key that holds
+// its own admissions past the key's expiry until every peer has them:
+// only the writer folds its own events, and a write always leaves its own
+// event in the log.
+func Newest(state []byte, o Origin) (int64, error) {
+	k, err := KindOf(state)
+	if err != nil || k == Str {
+		return math.MinInt64, err
+	}
+	switch k {
+	case GCRA, TB, LB:
+		s, err := decodeDebt(state, k)
+		return s.newest(o), err
+	case SWL:
+		s, err := decodeSWL(state)
+		return s.newest(o), err
+	}
+	s, err := decodeSlots(state, k)
+	if i, found := s.find(o); found && err == nil {
+		return s.s[i].newest, nil
+	}
+	return math.MinInt64, err
+}
+
 // TAT returns the theoretical arrival time a GCRA state stands for: the
 // instant its whole debt is repaid, what redis-cell's key holds (GET on a
 // CL.THROTTLE key of a mesh node reads it).

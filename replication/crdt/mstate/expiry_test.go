@@ -41,3 +41,44 @@ func TestExpiryBound(t *testing.T) {
 		}
 	}
 }
+
+// TestNewest: each origin's newest admission in a merged state of every
+// kind, MinInt64 for an origin that wrote nothing, for one whose events a
+// fold took into the base, and for a string.
+func TestNewest(t *testing.T) {
+	a, b, c := NewOrigin("a", 1), NewOrigin("b", 1), NewOrigin("c", 1)
+	for k, l := range limiters() {
+		var sa, sb []byte
+		for i := range 3 {
+			_, sa, _, _, _ = l.Decide(sa, a, t0+int64(i)*ms, 1, NoBound)
+		}
+		_, sb, _, _, _ = l.Decide(sb, b, t0+ms/2, 1, NoBound)
+		merged, err := Merge(sa, sb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range []struct {
+			o    Origin
+			want int64
+		}{{a, t0 + 2*ms}, {b, t0 + ms/2}, {c, math.MinInt64}} {
+			if got, err := Newest(merged, w.o); err != nil || got != w.want {
+				t.Errorf("%v: Newest(%v) = %d, %v; want %d", k, w.o, got, err, w.want)
+			}
+		}
+		if k == GCRA || k == TB || k == LB {
+			// b writes once everything before is complete: a's events
+			// go into the base.
+			_, next, _, _, _ := l.Decide(merged, b, t0+3*ms, 1, t0+3*ms)
+			if got, err := Newest(next, a); err != nil || got != math.MinInt64 {
+				t.Errorf("%v: after a fold, Newest(a) = %d, %v", k, got, err)
+			}
+		}
+	}
+	str, _ := StrSet(nil, a, t0, []byte("v"), 0, false)
+	if got, err := Newest(str, a); err != nil || got != math.MinInt64 {
+		t.Errorf("string: Newest = %d, %v", got, err)
+	}
+	if _, err := Newest([]byte{9, 9}, a); err == nil {
+		t.Error("Newest of bad bytes: no error")
+	}
+}
