@@ -2,6 +2,7 @@ package crdt
 
 import (
 	"bytes"
+	"cmp"
 	"math"
 	"slices"
 	"strings"
@@ -27,11 +28,14 @@ func (n *Node) withKey(key []byte, fn func(tx store.Tx)) {
 // that has expired since is shipped too: the peers drop it as this node
 // did.
 func latest(changes []change) []entry {
-	slices.SortStableFunc(changes, func(a, b change) int {
+	for i := range changes {
+		changes[i].order = i
+	}
+	slices.SortFunc(changes, func(a, b change) int {
 		if a.k.db != b.k.db {
 			return a.k.db - b.k.db
 		}
-		return strings.Compare(a.k.key, b.k.key)
+		return cmp.Or(strings.Compare(a.k.key, b.k.key), a.order-b.order)
 	})
 	entries := make([]entry, 0, len(changes))
 	for i, c := range changes {
@@ -75,21 +79,21 @@ func (n *Node) merge(e entry) bool {
 			local = v.Bytes
 			localExp, _ = tx.ExpireMs(e.db, e.key)
 		}
-		merged, err := mstate.Merge(local, e.state)
+		j, err := mstate.Join(local, e.state)
 		if err != nil {
 			ok = false
 			return
 		}
+		merged := j.State
 		if exists && bytes.Equal(merged, local) {
 			return
 		}
-		exp, err := n.expiryOf(merged, localExp, e.expireMs, exists)
+		exp, err := n.expiryOf(j, localExp, e.expireMs, exists)
 		if err != nil {
 			ok = false
 			return
 		}
-		str, _ := mstate.KindOf(merged)
-		if str != mstate.Str && store.Expired(exp, tx.NowMs()) {
+		if j.Kind != mstate.Str && store.Expired(exp, tx.NowMs()) {
 			// Full already: as good as no state.
 			if exists {
 				tx.Delete(e.db, e.key)
@@ -103,7 +107,7 @@ func (n *Node) merge(e entry) bool {
 			// the key expired there): ship the join back, so that every
 			// node ends with it.
 			n.mu.Lock()
-			n.changes = append(n.changes, change{dbKey{e.db, string(e.key)}, merged, exp})
+			n.changes = append(n.changes, change{k: dbKey{e.db, string(e.key)}, state: merged, expireMs: exp})
 			n.mu.Unlock()
 		}
 	})
@@ -115,9 +119,9 @@ func (n *Node) merge(e entry) bool {
 // mstate.Expiry), so nodes that hold the same bytes drop them alike. Else it
 // is the later of the two states' expiries: a window's part lives as long
 // as it counts, whatever the others.
-func (n *Node) expiryOf(merged []byte, localExp, remoteExp int64, exists bool) (int64, error) {
-	if k, _ := mstate.KindOf(merged); k == mstate.Str {
-		exp, err := mstate.StrStoreExpiry(merged, n.MaxSkew())
+func (n *Node) expiryOf(j mstate.Joined, localExp, remoteExp int64, exists bool) (int64, error) {
+	if j.Kind == mstate.Str {
+		exp, err := mstate.StrStoreExpiry(j.State, n.MaxSkew())
 		if exp != 0 {
 			// Never already past: whether the state may go is then the
 			// node's call (a tombstone stays until every node has it).
@@ -125,10 +129,7 @@ func (n *Node) expiryOf(merged []byte, localExp, remoteExp int64, exists bool) (
 		}
 		return exp, err
 	}
-	at, err := mstate.Expiry(merged)
-	switch {
-	case err != nil:
-		return 0, err
+	switch at := j.Expiry; {
 	case at != math.MinInt64:
 		return store.ExpiryAt(at), nil
 	case exists:

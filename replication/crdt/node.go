@@ -152,6 +152,7 @@ type change struct {
 	k        dbKey
 	state    []byte
 	expireMs int64
+	order    int // its place among the changes, set by latest
 }
 
 // peer is another node of the mesh, as this one knows it. Guarded by the
@@ -290,7 +291,7 @@ func (n *Node) advance() int64 {
 func (n *Node) Changed(db int, key, state []byte, expireMs int64) {
 	n.mu.Lock()
 	if len(n.peers) > 0 {
-		n.changes = append(n.changes, change{dbKey{db, string(key)}, state, expireMs})
+		n.changes = append(n.changes, change{k: dbKey{db, string(key)}, state: state, expireMs: expireMs})
 	}
 	n.mu.Unlock()
 }

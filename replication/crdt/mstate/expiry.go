@@ -28,10 +28,16 @@ func Expiry(state []byte) (int64, error) {
 		return math.MinInt64, err
 	}
 	s, err := decodeDebt(state, k)
-	switch {
-	case err != nil:
+	if err != nil {
 		return 0, err
-	case len(s.events) == 0 && k == GCRA:
+	}
+	return s.expiry()
+}
+
+// expiry is Expiry of the decoded log.
+func (s *debtLog) expiry() (int64, error) {
+	switch {
+	case len(s.events) == 0 && s.kind == GCRA:
 		return add(s.cut, s.base)
 	case len(s.events) == 0:
 		return math.MinInt64, nil

@@ -3,6 +3,7 @@ package mstate
 import (
 	"errors"
 	"math"
+	"slices"
 
 	"github.com/throttleddb/throttled/engines"
 	"github.com/throttleddb/throttled/gcra"
@@ -212,19 +213,50 @@ func decode(b []byte, k Kind) (decoded, error) {
 // engines.ErrWrongKind, a malformed one engines.ErrCorruptState. The result
 // is a new slice.
 func Merge(a, b []byte) ([]byte, error) {
+	j, err := Join(a, b)
+	return j.State, err
+}
+
+// Joined is the join of two states with what a node needs to store it.
+type Joined struct {
+	State []byte // Merge's result
+	Kind  Kind   // its kind; 0 when both states were empty
+	// Expiry is Expiry(State), from the decoded join.
+	Expiry int64
+}
+
+// Join is Merge, and the kind and expiry of its result, decoding each
+// state once. Joining a state with an empty one only validates it.
+func Join(a, b []byte) (Joined, error) {
 	k, err := kindOfPair(a, b)
 	if err != nil || k == 0 {
-		return nil, err
+		return Joined{Expiry: math.MinInt64}, err
 	}
-	x, err := decode(a, k)
+	if len(a) == 0 {
+		a, b = b, a // a holds a state
+	}
+	j, err := decode(a, k)
 	if err != nil {
-		return nil, err
+		return Joined{}, err
 	}
-	y, err := decode(b, k)
-	if err != nil {
-		return nil, err
+	// The decoders take only canonical bytes: a state is its own encoding.
+	out := Joined{State: slices.Clone(a), Kind: k, Expiry: math.MinInt64}
+	if len(b) > 0 {
+		y, err := decode(b, k)
+		if err != nil {
+			return Joined{}, err
+		}
+		j = j.join(y)
+		if out.State, err = j.encode(); err != nil {
+			return Joined{}, err
+		}
 	}
-	return x.join(y).encode()
+	if s, ok := j.(*debtLog); ok {
+		if out.Expiry, err = s.expiry(); err != nil {
+			return Joined{}, err
+		}
+	}
+	return out, nil
 }
 
 // kindOfPair returns the kind of two states to merge: 0 when both are empty.

@@ -1,0 +1,38 @@
+package mstate
+
+import (
+	"testing"
+
+	"github.com/throttleddb/throttled/gcra"
+)
+
+// What a mesh node pays per key it receives (node.merge) and per
+// CL.THROTTLE it decides: the join of a peer's state into none (a key new
+// here) and into the sender's previous state, and a decision.
+func BenchmarkGCRA(b *testing.B) {
+	g, _ := NewGCRA(gcra.Params{Burst: 15, Interval: 2 * s})
+	a := NewOrigin("a", 1)
+	_, s1, _, _, _ := g.Decide(nil, a, t0, 1, NoBound)
+	_, s2, _, _, _ := g.Decide(s1, a, t0+ms, 1, NoBound)
+	b.Run("join-new", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := Join(nil, s2); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("join-older", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := Join(s1, s2); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("decide", func(b *testing.B) {
+		for b.Loop() {
+			if _, _, _, _, err := g.Decide(s2, a, t0+2*ms, 1, t0); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
