@@ -388,3 +388,21 @@ func TestFoldOnWrite(t *testing.T) {
 		t.Fatalf("the peer holds %s bytes, the writer %s", got, one)
 	}
 }
+
+// TestAloneExpires: a node without peers holds no key past its expiry,
+// from its start on (before its first cut, too: the sync interval here is
+// longer than the test), as a single node does.
+func TestAloneExpires(t *testing.T) {
+	c := crdttest.New(t, 1, seed(t), server.Config{CRDT: &server.CRDTConfig{SyncInterval: time.Second}})
+	a := c.Nodes[0]
+	c.SetClocks(crdttest.Start)
+	c.Do(a, "CL.THROTTLE", "k", 0, 1, 1) // full until a second on
+	c.SetClocks(crdttest.Start + int64(time.Second) - 1)
+	if got := c.Do(a, "EXISTS", "k"); got != int64(1) {
+		t.Fatalf("EXISTS k before its expiry: %v", got)
+	}
+	c.SetClocks(crdttest.Start + int64(time.Second) + int64(time.Millisecond))
+	if got := c.Do(a, "EXISTS", "k"); got != int64(0) {
+		t.Fatalf("EXISTS k after its expiry, on a node alone: %v, want 0", got)
+	}
+}

@@ -210,7 +210,6 @@ func Start(cfg Config, st *store.Store) (*Node, error) {
 		ln:    ln,
 	}
 	n.last.Store(math.MinInt64)
-	n.stable = math.MinInt64
 	n.complete.Store(mstate.NoBound)
 	st.SetHold(n.hold)
 	n.ctx, n.cancel = context.WithCancel(context.Background())
@@ -219,6 +218,9 @@ func Start(cfg Config, st *store.Store) (*Node, error) {
 			n.addPeer(id, addr)
 		}
 	}
+	// The bounds hold keeps keys by, before the first cut: a node alone
+	// holds nothing, one with peers everything it writes.
+	n.release(n.completeness())
 	n.wg.Add(2)
 	go n.accept()
 	go n.cutLoop()
