@@ -91,10 +91,11 @@ func FuzzMerge(f *testing.F) {
 		if err != nil {
 			return
 		}
-		j, _ := Join(a, b)
+		j, jerr := Join(a, b)
 		k, _ := KindOf(m)
-		if exp, err := Expiry(m); err != nil || j.Expiry != exp || j.Kind != k {
-			t.Fatalf("Join(a, b) = kind %v, expiry %d; the merged state's are %v, %d, %v", j.Kind, j.Expiry, k, exp, err)
+		exp, err := Expiry(m)
+		if (jerr != nil) != (err != nil) || (err == nil && (j.Expiry != exp || j.Kind != k || !bytes.Equal(j.State, m))) {
+			t.Fatalf("Join(a, b) = kind %v, expiry %d, %v; the merged state's are %v, %d, %v", j.Kind, j.Expiry, jerr, k, exp, err)
 		}
 		if ba, err := Merge(b, a); err != nil || !bytes.Equal(m, ba) {
 			t.Fatalf("Merge(a, b) = %x, Merge(b, a) = %x, %v", m, ba, err)

@@ -213,8 +213,8 @@ func decode(b []byte, k Kind) (decoded, error) {
 // engines.ErrWrongKind, a malformed one engines.ErrCorruptState. The result
 // is a new slice.
 func Merge(a, b []byte) ([]byte, error) {
-	j, err := Join(a, b)
-	return j.State, err
+	state, _, _, err := join(a, b)
+	return state, err
 }
 
 // Joined is the join of two states with what a node needs to store it.
@@ -226,37 +226,50 @@ type Joined struct {
 }
 
 // Join is Merge, and the kind and expiry of its result, decoding each
-// state once. Joining a state with an empty one only validates it.
+// state once. An expiry that Expiry could not compute (it overflows) is
+// its error, where Merge succeeds.
 func Join(a, b []byte) (Joined, error) {
+	state, k, d, err := join(a, b)
+	out := Joined{State: state, Kind: k, Expiry: math.MinInt64}
+	if s, ok := d.(*debtLog); ok && err == nil {
+		out.Expiry, err = s.expiry()
+	}
+	if err != nil {
+		return Joined{}, err
+	}
+	return out, nil
+}
+
+// join returns the merged state, its kind and its decoded form (nil when
+// both states are empty). Joining a state with an empty one only validates
+// it.
+func join(a, b []byte) ([]byte, Kind, decoded, error) {
 	k, err := kindOfPair(a, b)
 	if err != nil || k == 0 {
-		return Joined{Expiry: math.MinInt64}, err
+		return nil, 0, nil, err
 	}
 	if len(a) == 0 {
 		a, b = b, a // a holds a state
 	}
-	j, err := decode(a, k)
+	d, err := decode(a, k)
 	if err != nil {
-		return Joined{}, err
+		return nil, 0, nil, err
 	}
-	// The decoders take only canonical bytes: a state is its own encoding.
-	out := Joined{State: slices.Clone(a), Kind: k, Expiry: math.MinInt64}
-	if len(b) > 0 {
-		y, err := decode(b, k)
-		if err != nil {
-			return Joined{}, err
-		}
-		j = j.join(y)
-		if out.State, err = j.encode(); err != nil {
-			return Joined{}, err
-		}
+	if len(b) == 0 {
+		// The decoders take only canonical bytes: a state is its own
+		// encoding.
+		return slices.Clone(a), k, d, nil
 	}
-	if s, ok := j.(*debtLog); ok {
-		if out.Expiry, err = s.expiry(); err != nil {
-			return Joined{}, err
-		}
+	y, err := decode(b, k)
+	if err != nil {
+		return nil, 0, nil, err
 	}
-	return out, nil
+	d = d.join(y)
+	state, err := d.encode()
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	return state, k, d, nil
 }
 
 // kindOfPair returns the kind of two states to merge: 0 when both are empty.
