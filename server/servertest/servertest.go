@@ -4,12 +4,18 @@
 package servertest
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"syscall"
 	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/throttleddb/throttled/internal/proc"
+	"github.com/throttleddb/throttled/internal/testwait"
 	"github.com/throttleddb/throttled/server"
 )
 
@@ -65,4 +71,33 @@ type testWriter struct{ t testing.TB }
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(string(p))
 	return len(p), nil
+}
+
+// Do sends a command with cl and returns its reply, or the error it got
+// (a nil reply is nil).
+func Do(cl *redis.Client, args ...any) any {
+	v, err := cl.Do(context.Background(), args...).Result()
+	if err != nil && err != redis.Nil {
+		return err
+	}
+	return v
+}
+
+// SameDigest waits until the nodes of clients all have the same DEBUG
+// DIGEST, and returns it: a replicated group has converged.
+func SameDigest(t testing.TB, clients []*redis.Client) string {
+	t.Helper()
+	var digest string
+	testwait.For(t, 10*time.Second, "equal digests", func() bool {
+		digest = ""
+		for _, cl := range clients {
+			d := fmt.Sprint(Do(cl, "DEBUG", "DIGEST"))
+			if digest != "" && d != digest {
+				return false
+			}
+			digest = d
+		}
+		return true
+	})
+	return digest
 }

@@ -1,7 +1,6 @@
 package crdttest
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"os"
@@ -116,13 +115,7 @@ func (c *Cluster) Restart(m *Node, keep bool) {
 }
 
 // Do runs a command on m and returns its reply, or its error.
-func (c *Cluster) Do(m *Node, args ...any) any {
-	v, err := m.Client.Do(context.Background(), args...).Result()
-	if err != nil && err != redis.Nil {
-		return err
-	}
-	return v
-}
+func (c *Cluster) Do(m *Node, args ...any) any { return servertest.Do(m.Client, args...) }
 
 // SetClocks sets every running node's debug clock to at.
 func (c *Cluster) SetClocks(at int64) {
@@ -140,22 +133,13 @@ func (c *Cluster) SetClocks(at int64) {
 // returns it.
 func (c *Cluster) Converged() string {
 	c.t.Helper()
-	var digest string
-	testwait.For(c.t, 10*time.Second, "equal digests", func() bool {
-		digest = ""
-		for _, m := range c.Nodes {
-			if m.Server == nil {
-				continue
-			}
-			d := fmt.Sprint(c.Do(m, "DEBUG", "DIGEST"))
-			if digest != "" && d != digest {
-				return false
-			}
-			digest = d
+	var clients []*redis.Client
+	for _, m := range c.Nodes {
+		if m.Server != nil {
+			clients = append(clients, m.Client)
 		}
-		return true
-	})
-	return digest
+	}
+	return servertest.SameDigest(c.t, clients)
 }
 
 // Connected waits until every running node has every other running one

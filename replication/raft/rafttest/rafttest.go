@@ -6,7 +6,6 @@
 package rafttest
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"testing"
@@ -151,13 +150,7 @@ func (c *Cluster) Isolate(m *Member) {
 }
 
 // Do runs a command on m and returns its reply, or its error.
-func (c *Cluster) Do(m *Member, args ...any) any {
-	v, err := m.Client.Do(context.Background(), args...).Result()
-	if err != nil && err != redis.Nil {
-		return err
-	}
-	return v
-}
+func (c *Cluster) Do(m *Member, args ...any) any { return servertest.Do(m.Client, args...) }
 
 // Leader waits for a member that every running member agrees leads, and
 // knows the RESP address of (it has announced it, so followers can forward
@@ -206,22 +199,13 @@ func (c *Cluster) Follower() *Member {
 // returns it.
 func (c *Cluster) Converged() string {
 	c.t.Helper()
-	var digest string
-	testwait.For(c.t, 10*time.Second, "equal digests", func() bool {
-		digest = ""
-		for _, m := range c.Members {
-			if m.Node == nil {
-				continue
-			}
-			d := fmt.Sprint(c.Do(m, "DEBUG", "DIGEST"))
-			if digest != "" && d != digest {
-				return false
-			}
-			digest = d
+	var clients []*redis.Client
+	for _, m := range c.Members {
+		if m.Node != nil {
+			clients = append(clients, m.Client)
 		}
-		return true
-	})
-	return digest
+	}
+	return servertest.SameDigest(c.t, clients)
 }
 
 // The repltest.Cluster methods.
