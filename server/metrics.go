@@ -13,6 +13,7 @@ import (
 
 	"github.com/throttleddb/throttled/commands"
 	"github.com/throttleddb/throttled/persistence"
+	"github.com/throttleddb/throttled/replication/crdt"
 	"github.com/throttleddb/throttled/replication/raft"
 )
 
@@ -82,6 +83,8 @@ type scrape struct {
 	pers *persistence.Stats
 	// raft is the member's view of its group, nil on a single node.
 	raft *raft.Status
+	// peers are a mesh node's peers, nil unless it is one.
+	peers []crdt.PeerInfo
 }
 
 // scalar is a metric without labels, a counter or a gauge, read from a
@@ -105,7 +108,9 @@ type collector struct {
 
 	commands, errors, decisions, duration *prometheus.Desc
 	fsync, mode, raftState                *prometheus.Desc
-	bounds                                []float64 // the histogram's, in seconds
+	// A mesh node's: its peer count, and each peer's link and lag.
+	crdtPeers, peerConnected, peerLag *prometheus.Desc
+	bounds                            []float64 // the histogram's, in seconds
 }
 
 func newCollector(n *Node) *collector {
@@ -176,8 +181,13 @@ func newCollector(n *Node) *collector {
 			[]string{"command"}, nil),
 		fsync: prometheus.NewDesc("throttled_persistence_fsync_policy", "The data folder's appendfsync policy: 1 for the policy in force.",
 			[]string{"policy"}, nil),
-		mode: prometheus.NewDesc("throttled_replication_mode", "The replication mode: 1 for the mode the node runs (none or raft).",
+		mode: prometheus.NewDesc("throttled_replication_mode", "The replication mode: 1 for the mode the node runs (none, raft or crdt).",
 			[]string{"mode"}, nil),
+		crdtPeers: prometheus.NewDesc("throttled_crdt_peers", "Peers of this node of a CRDT mesh.", nil, nil),
+		peerConnected: prometheus.NewDesc("throttled_crdt_peer_connected", "1 while this node and the peer are connected both ways, else 0.",
+			[]string{"peer"}, nil),
+		peerLag: prometheus.NewDesc("throttled_crdt_peer_lag_seconds", "How far the peer's last watermark is behind this node's clock (absent before its first).",
+			[]string{"peer"}, nil),
 		raftState: prometheus.NewDesc("throttled_raft_state", "The member's Raft state: 1 for the state it is in, 0 for the others.",
 			[]string{"state"}, nil),
 	}
@@ -197,7 +207,8 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 			ch <- g.desc
 		}
 	}
-	for _, d := range []*prometheus.Desc{c.commands, c.errors, c.decisions, c.duration, c.fsync, c.mode, c.raftState} {
+	for _, d := range []*prometheus.Desc{c.commands, c.errors, c.decisions, c.duration, c.fsync, c.mode, c.raftState,
+		c.crdtPeers, c.peerConnected, c.peerLag} {
 		ch <- d
 	}
 }
@@ -213,6 +224,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	if r := c.n.raft; r != nil {
 		st := r.Status()
 		s.raft, mode = &st, "raft"
+	}
+	if m := c.n.mesh; m != nil {
+		s.peers, mode = m.Peers(), "crdt"
 	}
 	emit := func(list []scalar) {
 		for _, g := range list {
@@ -231,7 +245,21 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(c.raftState, prometheus.GaugeValue, boolFloat(state == s.raft.State), state)
 		}
 	}
+	if c.n.mesh != nil {
+		c.collectPeers(ch, s.peers)
+	}
 	c.n.Commands.CommandStats(func(cs *commands.CommandStats) { c.collectCommand(ch, cs) })
+}
+
+// collectPeers sends a mesh node's peer figures.
+func (c *collector) collectPeers(ch chan<- prometheus.Metric, peers []crdt.PeerInfo) {
+	ch <- prometheus.MustNewConstMetric(c.crdtPeers, prometheus.GaugeValue, float64(len(peers)))
+	for _, p := range peers {
+		ch <- prometheus.MustNewConstMetric(c.peerConnected, prometheus.GaugeValue, boolFloat(p.Connected), p.ID)
+		if p.LagMs >= 0 {
+			ch <- prometheus.MustNewConstMetric(c.peerLag, prometheus.GaugeValue, float64(p.LagMs)/1e3, p.ID)
+		}
+	}
 }
 
 // collectCommand sends one command's counters and histogram.

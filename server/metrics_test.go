@@ -15,6 +15,7 @@ import (
 	"github.com/throttleddb/throttled/internal/proc"
 	"github.com/throttleddb/throttled/internal/respconn"
 	"github.com/throttleddb/throttled/internal/testwait"
+	"github.com/throttleddb/throttled/replication/crdt/crdttest"
 	"github.com/throttleddb/throttled/replication/raft"
 	"github.com/throttleddb/throttled/server"
 	"github.com/throttleddb/throttled/server/servertest"
@@ -263,6 +264,40 @@ func TestMetrics_Raft(t *testing.T) {
 	if term < 1 || commit < 2 || applied < 2 {
 		t.Errorf("term %v, commit index %v, applied index %v; want a term and the two commands' entries", term, commit, applied)
 	}
+}
+
+// A mesh node reports its mode and, per peer, its link and lag: a stopped
+// peer shows as disconnected.
+func TestMetrics_CRDT(t *testing.T) {
+	c := crdttest.New(t, 2, 1, server.Config{MetricsAddr: "127.0.0.1:0"})
+	c.Connected()
+	a := c.Nodes[0].Server
+	testwait.For(t, 10*time.Second, "a lag from n2", func() bool {
+		_, ok := value(scrape(t, a), "throttled_crdt_peer_lag_seconds", "peer=n2")
+		return ok
+	})
+	m := scrape(t, a)
+	for _, tc := range []struct {
+		name   string
+		labels []string
+		want   float64
+	}{
+		{"throttled_replication_mode", []string{"mode=crdt"}, 1},
+		{"throttled_crdt_peers", nil, 1},
+		{"throttled_crdt_peer_connected", []string{"peer=n2"}, 1},
+	} {
+		if got, ok := value(m, tc.name, tc.labels...); !ok || got != tc.want {
+			t.Errorf("%s%v: got %v (found %v), want %v", tc.name, tc.labels, got, ok, tc.want)
+		}
+	}
+	if lag, _ := value(m, "throttled_crdt_peer_lag_seconds", "peer=n2"); lag < 0 || lag > 10 {
+		t.Errorf("lag from n2: %v s, want a small figure", lag)
+	}
+	c.Stop(c.Nodes[1])
+	testwait.For(t, 10*time.Second, "n2 disconnected", func() bool {
+		v, ok := value(scrape(t, a), "throttled_crdt_peer_connected", "peer=n2")
+		return ok && v == 0
+	})
 }
 
 func TestMetrics_OffOrAddressInUse(t *testing.T) {
