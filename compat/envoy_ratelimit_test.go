@@ -701,7 +701,9 @@ func envoyRunOwnTests(t *testing.T, testBin, src, shimDir string, tests []string
 		"-test.v=test2json", "-test.count=1", "-test.timeout=5m", "-test.run", "^(" + strings.Join(tests, "|") + ")$"}
 	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Dir = filepath.Join(src, "test", "integration")
-	cmd.Env = envoyGoEnv()
+	// Its TLS tests write certificates to temp files they leave behind:
+	// into the test's own folder, which is removed.
+	cmd.Env = append(envoyGoEnv(), "TMPDIR="+t.TempDir())
 	if shimDir != "" {
 		cmd.Env = append(cmd.Env, "PATH="+shimDir+string(os.PathListSeparator)+os.Getenv("PATH"))
 	}
