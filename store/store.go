@@ -717,7 +717,9 @@ func (s *Store) SampleExpire(shardIdx int, now int64, rounds int) int {
 				visited++
 				if e.expireMs != 0 {
 					seen++
-					if t.expire(sh, db, []byte(k), e) {
+					// Only a key that has expired needs its bytes:
+					// converting every sampled one allocated for each.
+					if t.expired(e) && t.expire(sh, db, []byte(k), e) {
 						gone++
 					}
 				}
