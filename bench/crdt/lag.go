@@ -74,8 +74,8 @@ func (r *runner) probeRow(ctx context.Context, mesh []*node, iv time.Duration, p
 		row.load = fmt.Sprintf("`-c %d -P %d` on a", r.cfg.clients, pl)
 		wg.Go(func() {
 			_, _ = redisbench.Run(pctx, redisbench.Options{
-				Bin: r.cfg.benchBin, Addr: mesh[0].addr, Clients: r.cfg.clients, Requests: 1 << 30, KeySpace: keySpace,
-				Pipeline: pl, Command: throttleCmd,
+				Bin: r.cfg.benchBin, Addr: mesh[0].addr, Clients: r.cfg.clients, Requests: 1 << 30, KeySpace: r.cfg.load.keys,
+				Pipeline: pl, Command: r.cfg.load.cmd,
 			})
 		})
 		select { // let the load build up

@@ -57,6 +57,7 @@ type config struct {
 	skip      map[string]bool
 	benchBin  string
 	profile   string // a folder for CPU profiles of the nodes; "" for none
+	load      load   // spreadLoad, or hotLoad with -hot
 	argv      []string
 }
 
@@ -65,6 +66,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs := flag.NewFlagSet("crdt", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var pipelines, intervals, skip string
+	var hot bool
 	fs.IntVar(&c.requests, "n", 20000, "requests of each setup's first, unmeasured run, which sizes the measured ones")
 	fs.Float64Var(&c.seconds, "seconds", 5, "length of a measured throughput run")
 	fs.IntVar(&c.clients, "c", 50, "clients (connections), each with -P requests in flight")
@@ -81,8 +83,13 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.benchBin, "redis-benchmark", "redis-benchmark", "redis-benchmark binary")
 	fs.StringVar(&c.profile, "profile", "", "build throttled with net/http/pprof (a go build -overlay) and write CPU profiles of the nodes "+
 		"during the first measured run of each setup at the highest -P into this folder")
+	fs.BoolVar(&hot, "hot", false, "send every call to one key that is never full (CL.THROTTLE hot 1000000 1000000 1) instead of 100,000 keys")
 	if err := fs.Parse(args); err != nil {
 		return c, err
+	}
+	c.load = spreadLoad
+	if hot {
+		c.load = hotLoad
 	}
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected arguments %q", fs.Args())

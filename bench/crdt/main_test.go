@@ -18,6 +18,12 @@ func TestParseFlags(t *testing.T) {
 		!slices.Equal(c.intervals, []time.Duration{5 * time.Millisecond, 2 * time.Millisecond}) || c.acc.Lag != 20*time.Millisecond {
 		t.Errorf("got %+v", c)
 	}
+	if c.load.keys != 100000 {
+		t.Errorf("default load: %+v, want 100,000 keys", c.load)
+	}
+	if c, _ := parseFlags([]string{"-hot"}, io.Discard); c.load.keys != 1 || c.load.cmd[1] != "hot" {
+		t.Errorf("-hot: load %+v, want one key", c.load)
+	}
 	for _, args := range [][]string{
 		{"-skip", "disk"}, {"-P", "0"}, {"-runs", "0"}, {"-c", "2"}, {"-intervals", "0ms"}, {"-intervals", "2s"},
 		{"-lag", "0s"}, {"-probes", "0"}, {"extra"},
@@ -78,6 +84,7 @@ func TestWriteThroughput(t *testing.T) {
 	for _, want := range []string{
 		"| mesh, load on one node / single node | 0.78 ✓ | **0.55 ✗** | 0.80 0.75 | 0.50 0.60 | ≥ 0.7 |",
 		"| single node | 150 ±33% | - | - | 3.0 |",
+		"redis-benchmark `-c 50 -r 100000 -P <p> --csv CL.THROTTLE k:__rand_int__ 15 30 60`",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("report lacks %q:\n%s", want, out)

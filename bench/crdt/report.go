@@ -35,7 +35,7 @@ const lagBar = 20 * time.Millisecond
 
 func writeThroughput(w io.Writer, cfg config, res *results) {
 	fmt.Fprintf(w, "\n### Decisions per second and latency\n\n")
-	fmt.Fprintf(w, "redis-benchmark `-c %d -r %d -P <p> --csv %s`. ", cfg.clients, keySpace, strings.Join(throttleCmd, " "))
+	fmt.Fprintf(w, "redis-benchmark `-c %d -r %d -P <p> --csv %s`. ", cfg.clients, cfg.load.keys, strings.Join(cfg.load.cmd, " "))
 	fmt.Fprintf(w, "Single node: `--threads %d --dir <tmp>/single` (appendfsync everysec, the default). ", cfg.threads)
 	fmt.Fprintf(w, "Mesh nodes: the same plus `--replication crdt --node-id X --cluster-addr <free> --peers a=...,b=...,c=... --crdt-sync-interval %v`. ", cfg.intervals[0])
 	fmt.Fprintf(w, "Load on one node: every client on node a. Load spread: one redis-benchmark per node at once with %s clients, rps added up; "+

@@ -12,11 +12,19 @@ import (
 	"github.com/throttleddb/throttled/bench/internal/redisbench"
 )
 
-// The load: bench/compare's CL.THROTTLE case. Its keys live ~2 s, so
-// nearly every call is allowed and writes: every call is a delta to ship.
-const keySpace = 100000
+// load is what redis-benchmark sends: its -r and its command.
+type load struct {
+	keys int
+	cmd  []string
+}
 
-var throttleCmd = []string{"CL.THROTTLE", "k:__rand_int__", "15", "30", "60"}
+// spreadLoad is bench/compare's CL.THROTTLE case. Its keys live ~2 s, so
+// nearly every call is allowed and writes: every call is a delta to ship.
+var spreadLoad = load{keys: 100000, cmd: []string{"CL.THROTTLE", "k:__rand_int__", "15", "30", "60"}}
+
+// hotLoad (-hot) puts every call on one key whose limit no client reaches:
+// one tenant's key, every call a write to the same debt log.
+var hotLoad = load{keys: 1, cmd: []string{"CL.THROTTLE", "hot", "1000000", "1000000", "1"}}
 
 // setup is one system under load.
 type setup int
@@ -191,8 +199,8 @@ func (r *runner) redisBench(ctx context.Context, nodes []*node, clients, request
 			bctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 			defer cancel()
 			out[i], errs[i] = redisbench.Run(bctx, redisbench.Options{
-				Bin: r.cfg.benchBin, Addr: n.addr, Clients: clients[i], Requests: requests[i], KeySpace: keySpace,
-				Pipeline: pl, Command: throttleCmd,
+				Bin: r.cfg.benchBin, Addr: n.addr, Clients: clients[i], Requests: requests[i], KeySpace: r.cfg.load.keys,
+				Pipeline: pl, Command: r.cfg.load.cmd,
 			})
 		})
 	}
