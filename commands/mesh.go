@@ -36,9 +36,9 @@ type Mesh interface {
 	SetInstant(t int64)
 	// MaxSkew is the tolerated clock difference between nodes, in ns.
 	MaxSkew() int64
-	// Complete is the node's completeness bound: the debt log a command
-	// writes folds its events before it (mstate.Limiter.Decide).
-	Complete() int64
+	// Bounds are what a command's Decide may fold and coarsen
+	// (mstate.Bounds): the debt log it writes stays short.
+	Bounds() mstate.Bounds
 	// Changed records that the command stored state under key, expiring
 	// at expireMs (Unix ms, 0 for none); the caller holds the key's shard
 	// lock and leaves state as it is (the store holds the same bytes).
@@ -143,7 +143,7 @@ func (l *limit) checkMerged(c *Ctx) string {
 		lim, err = mstate.New(l.eng, m.MaxSkew())
 	}
 	if err == nil {
-		l.res, l.next, l.fullAt, l.write, err = lim.Decide(l.state, m.Origin(), c.Tx.Now(), l.qty, m.Complete())
+		l.res, l.next, l.fullAt, l.write, err = lim.Decide(l.state, m.Origin(), c.Tx.Now(), l.qty, m.Bounds())
 	}
 	switch {
 	case err == nil:

@@ -3,9 +3,11 @@ package crdt_test
 import (
 	"flag"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,6 +17,7 @@ import (
 	"github.com/throttleddb/throttled/replication/crdt/crdttest"
 	"github.com/throttleddb/throttled/replication/repltest"
 	"github.com/throttleddb/throttled/server"
+	"github.com/throttleddb/throttled/server/servertest"
 )
 
 var seedFlag = flag.Uint64("seed", 0, "seed of the random tests (0: a new one, printed)")
@@ -404,5 +407,97 @@ func TestAloneExpires(t *testing.T) {
 	c.SetClocks(crdttest.Start + int64(time.Second) + int64(time.Millisecond))
 	if got := c.Do(a, "EXISTS", "k"); got != int64(0) {
 		t.Fatalf("EXISTS k after its expiry, on a node alone: %v, want 0", got)
+	}
+}
+
+// syncBuffer is a log destination tests read while nodes write to it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestSkewSettingsDiffer: nodes with different --crdt-max-skew refuse each
+// other, saying why: each trusts the others to fold its events no later
+// than its own margin allows (crdt.Node.Bounds).
+func TestSkewSettingsDiffer(t *testing.T) {
+	net := crdttest.NewNet(seed(t))
+	var logs syncBuffer
+	peers := map[string]string{"n1": "n1:cluster", "n2": "n2:cluster"}
+	for i, skew := range []time.Duration{100 * time.Millisecond, 50 * time.Millisecond} {
+		id := fmt.Sprintf("n%d", i+1)
+		n, err := servertest.Open(server.Config{
+			DebugClock: true, DebugClockStart: crdttest.Start,
+			Logger: slog.New(slog.NewTextHandler(&logs, nil)).With("node", id),
+			CRDT:   &server.CRDTConfig{NodeID: id, Peers: peers, MaxSkew: skew, SyncInterval: time.Millisecond, Transport: net.Transport(peers[id])},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { n.Close() })
+	}
+	want := `has --crdt-max-skew 50ms, node \"n1\" 100ms: every node needs the same`
+	testwait.For(t, 10*time.Second, "the refusal logged", func() bool { return strings.Contains(logs.String(), want) })
+}
+
+// TestBusyKey: one key decided 5,000 times on one node of two, 10,000 a
+// second, and 100 times on the other, partitioned after the first 2,000. The writer coarsens its log
+// (crdt-design.md 1.1), and the peer, which holds the fine copies of the
+// events before the partition, drops them for the coarse ones: the nodes
+// converge on the debt of every admission, counted once, plus less than
+// a quarter of the time elapsed (the drain a coarse event moved later).
+func TestBusyKey(t *testing.T) {
+	c := crdttest.New(t, 2, seed(t), fast)
+	c.Connected()
+	c.SetClocks(crdttest.Start)
+	a := c.Nodes[0]
+	// 1,000 per second allowed: the debt grows, and the peer's copy from
+	// before the partition is still there when it heals.
+	const n, step, interval = 5000, 100_000, 1_000_000
+	for i := range n {
+		if i == 2000 {
+			c.Net.Partition([]string{"n1"}, []string{"n2"})
+		}
+		for _, m := range c.Nodes {
+			if err, ok := c.Do(m, "DEBUG", "CLOCK", "ADVANCE", step).(error); ok {
+				t.Fatal(err)
+			}
+		}
+		calls := []*crdttest.Node{a}
+		if i%50 == 0 {
+			// The peer writes too: it folds the writer's events.
+			calls = append(calls, c.Nodes[1])
+		}
+		for _, m := range calls {
+			if got := fmt.Sprint(c.Do(m, "CL.THROTTLE", "busy", 10_000, 1_000, 1)); !strings.HasPrefix(got, "[0 ") {
+				t.Fatalf("call %d on %s: %s", i, m.ID, got)
+			}
+		}
+	}
+	// No write comes after: no fold hides what the join counts.
+	c.Net.Heal()
+	c.Connected()
+	c.Converged()
+	first := crdttest.Start + step
+	exact := int64(first + (n+n/50)*interval)
+	for _, m := range c.Nodes {
+		tat, err := m.Client.Get(t.Context(), "busy").Int64()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tat < exact || tat-exact > n*step/4 {
+			t.Errorf("%s: TAT %d, exact %d: %+d ns", m.ID, tat, exact, tat-exact)
+		}
 	}
 }

@@ -120,8 +120,11 @@ type Node struct {
 	// then on (Now).
 	last atomic.Int64
 	// complete is the node's completeness bound as of the last cut
-	// (Complete).
+	// (Bounds).
 	complete atomic.Int64
+	// sent is the newest watermark put on a link, MinInt64 before the
+	// first: no peer has a newer one of this node (Bounds).
+	sent atomic.Int64
 
 	mu    sync.Mutex
 	peers map[string]*peer
@@ -211,6 +214,7 @@ func Start(cfg Config, st *store.Store) (*Node, error) {
 	}
 	n.last.Store(math.MinInt64)
 	n.complete.Store(mstate.NoBound)
+	n.sent.Store(math.MinInt64)
 	st.SetHold(n.hold)
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	for id, addr := range cfg.Peers {
@@ -266,13 +270,34 @@ func (n *Node) Now() int64 {
 // is for setting up a test's timeline before its traffic.
 func (n *Node) SetInstant(t int64) { n.last.Store(t) }
 
+// Bounds are what a command deciding here may fold and coarsen
+// (mstate.Limiter.Decide).
+//
 // Complete is the node's completeness bound: it holds every event stamped
 // before it that any member will make, so a command folds a debt log's
-// events before it (mstate.Limiter.Decide). Nodes fold only what they
-// write: a key's states from every writer still join into the same bytes
-// everywhere (a folded state is above the unfolded one in the join), with
-// no pass over the keys to fold them.
-func (n *Node) Complete() int64 { return n.complete.Load() }
+// events before it. Nodes fold only what they write: a key's states from
+// every writer still join into the same bytes everywhere (a folded state is
+// above the unfolded one in the join), with no pass over the keys to fold
+// them.
+//
+// Unfolded bounds what any node has folded of this node's events: a peer
+// folds below its own completeness bound, which is at most the newest
+// watermark of this node it has, less the skew margin (completeness); so
+// nothing from sent less MaxSkew on. Every node of a mesh has the same
+// --crdt-max-skew (the handshake refuses another). A node that never sent
+// a watermark has no folded event anywhere: alone, it may coarsen all of
+// its own; with peers, none until its first batch goes out (a conservative
+// start: the bound needs a watermark to stand on).
+func (n *Node) Bounds() mstate.Bounds {
+	b := mstate.Bounds{Complete: n.complete.Load(), Unfolded: mstate.Fixed}
+	switch sent := n.sent.Load(); {
+	case sent != math.MinInt64:
+		b.Unfolded = max(sent, math.MinInt64+n.MaxSkew()) - n.MaxSkew()
+	case n.Alone():
+		b.Unfolded = mstate.NoBound
+	}
+	return b
+}
 
 // advance takes the watermark of a cut: Now, recorded as the floor of every
 // later stamp.
@@ -416,6 +441,9 @@ func (n *Node) cut() {
 				l.close() // too far behind: it reconnects with a full sync
 			}
 		}
+	}
+	if len(links) > 0 {
+		n.sent.Store(w)
 	}
 }
 

@@ -115,7 +115,7 @@ func (n *Node) handshake(conn Conn) error {
 	timer := time.AfterFunc(handshakeTimeout, func() { conn.Close() })
 	defer timer.Stop()
 	t0 := n.cfg.Clock.Now()
-	if err := conn.Send(hello{id: n.cfg.ID, incarnation: n.cfg.Incarnation, clock: t0}.encode()); err != nil {
+	if err := conn.Send(hello{id: n.cfg.ID, incarnation: n.cfg.Incarnation, clock: t0, maxSkew: n.MaxSkew()}.encode()); err != nil {
 		return err
 	}
 	f, err := conn.Recv()
@@ -242,19 +242,33 @@ func (n *Node) welcome(conn Conn) *peer {
 	}
 	n.mu.Unlock()
 	ack := helloAck{clock: n.cfg.Clock.Now()}
-	if p == nil {
+	switch {
+	case p == nil:
 		ack.refusal = fmt.Sprintf("node %q is not a peer of node %q (add it there with CRDT PEER ADD)", h.id, n.cfg.ID)
 		n.log.Warn("refused a node that is not a peer", "node", h.id)
+	case h.maxSkew != n.MaxSkew():
+		// Each node trusts the others not to fold its events later than
+		// its own margin allows (Bounds): the margins must agree.
+		ack.refusal = fmt.Sprintf("node %q has --crdt-max-skew %s, node %q %s: every node needs the same", h.id, time.Duration(h.maxSkew), n.cfg.ID, n.cfg.MaxSkew)
+		n.log.Warn("refused a peer", "node", h.id, "reason", ack.refusal)
+		p = n.forget(p, conn)
 	}
 	if conn.Send(ack.encode()) != nil || p == nil {
-		if p != nil {
-			n.mu.Lock()
-			delete(p.in, conn)
-			n.mu.Unlock()
-		}
+		n.forget(p, conn)
 		return nil
 	}
 	return p
+}
+
+// forget drops conn from p's open connections (p may be nil) and returns
+// nil.
+func (n *Node) forget(p *peer, conn Conn) *peer {
+	if p != nil {
+		n.mu.Lock()
+		delete(p.in, conn)
+		n.mu.Unlock()
+	}
+	return nil
 }
 
 // apply merges a batch's entries and, for a whole batch, takes its

@@ -9,7 +9,7 @@ import (
 // The messages nodes exchange, one per frame of a Conn. Integers are
 // little-endian; strings and byte strings carry a uint32 length.
 //
-//	hello     1, node id, incarnation uint64, clock int64
+//	hello     1, node id, incarnation uint64, clock int64, max skew int64
 //	helloAck  2, clock int64, refusal (empty: accepted)
 //	batch     3, seq uint64, watermark int64, complete int64, partial uint8,
 //	          count uint32, then per entry: db uint16, key, expireMs int64, state
@@ -43,6 +43,7 @@ type hello struct {
 	id          string
 	incarnation uint64
 	clock       int64
+	maxSkew     int64 // ns: --crdt-max-skew, the same on every node
 }
 
 type helloAck struct {
@@ -74,7 +75,8 @@ func (h hello) encode() []byte {
 	b := []byte{msgHello}
 	b = appendString(b, []byte(h.id))
 	b = binary.LittleEndian.AppendUint64(b, h.incarnation)
-	return binary.LittleEndian.AppendUint64(b, uint64(h.clock))
+	b = binary.LittleEndian.AppendUint64(b, uint64(h.clock))
+	return binary.LittleEndian.AppendUint64(b, uint64(h.maxSkew))
 }
 
 func (a helloAck) encode() []byte {
@@ -148,7 +150,7 @@ func decodeHello(b []byte) (hello, error) {
 	if r.u8() != msgHello {
 		return hello{}, errBadFrame
 	}
-	h := hello{id: string(r.bytes()), incarnation: r.u64(), clock: r.i64()}
+	h := hello{id: string(r.bytes()), incarnation: r.u64(), clock: r.i64(), maxSkew: r.i64()}
 	if !r.end() {
 		return hello{}, errBadFrame
 	}

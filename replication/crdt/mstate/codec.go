@@ -112,11 +112,11 @@ func indexIn[T any](t []T, v T, compare func(a, b T) int) int {
 	return i
 }
 
-// refer reads a 2-byte index into table and returns its value, marking it
+// refer returns the value at index i of table, read from r, marking it
 // used; an index out of range marks the reader bad and returns the zero T.
-func refer[T any](r *reader, table []T, used []bool) T {
+func refer[T any](r *reader, table []T, used []bool, i int) T {
 	var v T
-	if i := r.u16(); i < len(table) {
+	if i < len(table) {
 		v, used[i] = table[i], true
 	} else {
 		r.bad = true

@@ -28,12 +28,19 @@ func (a drain) compare(b drain) int {
 // form a single entry whose cost only grows, so copies merge by max. The
 // rare caller that changes parameters within an instant starts a new segment
 // of that instant, so that replay follows the order of admission.
+//
+// A coarse event (g > 0) sums its origin's admissions over an aligned
+// quantum of g ns, [t+1-g, t], stamped at the quantum's last instant: the
+// writer merges its own events so into fewer (coarsen). It covers every
+// finer event of its origin in the quantum, which copies elsewhere may still
+// hold, and a join drops those (uncovered): the coarse one counts them.
 type event struct {
 	t    int64
 	o    Origin
-	seg  int // 0, 1, ...: the order of the origin's drains at t
+	seg  int // 0, 1, ...: the order of the origin's drains at t; 0 if coarse
 	d    drain
 	cost int64 // > 0, in d.unit
+	g    int64 // 0, or the quantum of a coarse event: a power of two
 }
 
 // compareKey orders events by (t, origin, segment): the order of the
@@ -42,15 +49,48 @@ func compareKey(a, b event) int {
 	return cmp.Or(cmp.Compare(a.t, b.t), a.o.Compare(b.o), cmp.Compare(a.seg, b.seg))
 }
 
-// join returns the larger of two copies of one event: the same drain (an
-// origin sets it once) and the larger cost. Copies that disagree on the
-// drain exist only in forged states; the larger (unit, rate, cost) keeps the
-// join commutative, associative and idempotent even then.
+// join returns the larger of two copies of one event: the coarser (a
+// coarse event at an instant sums the finer ones there), then the same
+// drain (an origin sets it once) and the larger cost. Copies that disagree
+// on the drain exist only in forged states; the larger (g, unit, rate, cost)
+// keeps the join commutative, associative and idempotent even then.
 func (a event) join(b event) event {
-	if c := a.d.compare(b.d); c < 0 || (c == 0 && a.cost < b.cost) {
+	if c := cmp.Or(cmp.Compare(a.g, b.g), a.d.compare(b.d)); c < 0 || (c == 0 && a.cost < b.cost) {
 		return b
 	}
 	return a
+}
+
+// uncovered drops, in place, the events a coarse event of their origin
+// covers (see event), and reports whether it dropped any. events are
+// ascending by compareKey. Aligned quanta nest or are disjoint, and a coarse
+// event comes after what it covers, so one pass from the newest down finds
+// them.
+func uncovered(events []event) ([]event, bool) {
+	type cover struct {
+		o     Origin
+		start int64
+	}
+	var covers []cover // the oldest start seen so far per origin
+	keep := len(events)
+	for i := len(events) - 1; i >= 0; i-- {
+		e := events[i]
+		j := slices.IndexFunc(covers, func(c cover) bool { return c.o == e.o })
+		if j >= 0 && e.t >= covers[j].start {
+			continue // inside a coarser event of its origin
+		}
+		if e.g > 0 {
+			if j < 0 {
+				covers = append(covers, cover{o: e.o})
+				j = len(covers) - 1
+			}
+			covers[j].start = e.t - (e.g - 1)
+		}
+		keep--
+		events[keep] = e
+	}
+	dropped := keep > 0
+	return append(events[:0], events[keep:]...), dropped
 }
 
 // debtLog is the decoded state of GCRA, TB and LB (crdt-design.md 1.1): the
@@ -79,7 +119,13 @@ func (s *debtLog) hasDrains() bool { return s.kind != GCRA }
 //	    origins: count uint16, then (node uint64, inc uint64) ascending
 //	    TB, LB: drains: count uint16, then (unit int64, rate int64) ascending
 //	    events: count uint32, then each: t int64, cost int64, origin uint16,
-//	    TB, LB: drain uint16, segment uint16
+//	    coarse: log2 of g uint8, TB, LB: drain uint16, segment uint16
+//
+// An event's origin index has its top bit set when the event is coarse
+// (coarseRef), so an origin table holds at most 32,767 origins.
+
+// coarseRef marks a coarse event's origin index.
+const coarseRef = 1 << 15
 
 func decodeDebt(b []byte, k Kind) (debtLog, error) {
 	s := emptyDebt(k)
@@ -103,7 +149,7 @@ func decodeDebt(b []byte, k Kind) (debtLog, error) {
 		}
 	}
 	origins, ok := readTable(r, (*reader).origin, Origin.Compare)
-	if !ok || s.base < 0 {
+	if !ok || s.base < 0 || len(origins) >= coarseRef {
 		return s, engines.ErrCorruptState
 	}
 	drains := []drain{nsDrain}
@@ -116,21 +162,36 @@ func decodeDebt(b []byte, k Kind) (debtLog, error) {
 	usedO, usedD := make([]bool, len(origins)), make([]bool, len(drains))
 	n := r.u32()
 	s.events = make([]event, 0, min(n, len(b)/18))
+	coarse := false
 	for range n {
 		e := event{t: r.i64(), cost: r.i64(), d: nsDrain}
-		e.o = refer(r, origins, usedO)
+		ref := r.u16()
+		if ref&coarseRef != 0 {
+			if exp := r.u8(); exp >= 1 && exp <= 62 {
+				e.g = 1 << exp
+			}
+			coarse = true
+		}
+		e.o = refer(r, origins, usedO, ref&^coarseRef)
 		if s.hasDrains() {
-			e.d, e.seg = refer(r, drains, usedD), r.u16()
+			e.d, e.seg = refer(r, drains, usedD, r.u16()), r.u16()
 		}
 		switch n := len(s.events); {
 		case r.bad, e.t <= s.cut, e.cost <= 0, e.d.unit <= 0, e.d.rate <= 0,
-			n > 0 && compareKey(s.events[n-1], e) >= 0:
+			n > 0 && compareKey(s.events[n-1], e) >= 0,
+			ref&coarseRef != 0 && (e.g == 0 || e.seg != 0 || (e.t%e.g+e.g)%e.g != e.g-1):
 			return s, engines.ErrCorruptState
 		}
 		s.events = append(s.events, e)
 	}
 	if r.bad || !r.done() || !allUsed(usedO) || (s.hasDrains() && !allUsed(usedD)) {
 		return s, engines.ErrCorruptState
+	}
+	if coarse {
+		// A canonical state holds no event a coarse one covers.
+		if _, dropped := uncovered(slices.Clone(s.events)); dropped {
+			return s, engines.ErrCorruptState
+		}
 	}
 	return s, nil
 }
@@ -139,6 +200,9 @@ func (s *debtLog) encode() ([]byte, error) {
 	origins, err := tableOf(s.events, func(e event) Origin { return e.o }, Origin.Compare)
 	if err != nil {
 		return nil, err
+	}
+	if len(origins) >= coarseRef {
+		return nil, engines.ErrOverflow
 	}
 	var drains []drain
 	if s.hasDrains() {
@@ -159,7 +223,11 @@ func (s *debtLog) encode() ([]byte, error) {
 	b = appendU32(b, len(s.events))
 	for _, e := range s.events {
 		b = appendI64(appendI64(b, e.t), e.cost)
-		b = appendU16(b, indexIn(origins, e.o, Origin.Compare))
+		if ref := indexIn(origins, e.o, Origin.Compare); e.g > 0 {
+			b = append(appendU16(b, ref|coarseRef), byte(bits.TrailingZeros64(uint64(e.g))))
+		} else {
+			b = appendU16(b, ref)
+		}
 		if s.hasDrains() {
 			b = appendU16(appendU16(b, indexIn(drains, e.d, drain.compare)), e.seg)
 		}
@@ -282,7 +350,103 @@ func (s *debtLog) join(o decoded) decoded {
 	}
 	out := &debtLog{kind: a.kind, cut: a.cut, base: a.base, unit: a.unit}
 	out.events = union(a.events, b.events, compareKey, event.join, func(e event) bool { return e.t > out.cut })
+	out.events, _ = uncovered(out.events)
 	return out
+}
+
+// Coarsening (crdt-design.md 1.1, "Cap"): a debt log keeps every event
+// after its cut, so a key decided thousands of times a second holds
+// thousands of them (its last 100 ms or so), and one decided through a
+// partition every event since the split; each decision reads and writes
+// them all. So once a log holds more than capEvents events of its writer,
+// the writer merges its own events, each into the aligned quantum of at most
+// a quarter of its age (so the recent ones stay exact), one coarse event at
+// the quantum's end with their summed cost. Moving cost later only makes
+// the debt last longer, by less than the quantum: nothing is lost, and the
+// log keeps a few events per doubling of age.
+//
+// Only the writer merges its events, and only in quanta that
+//   - end before the decision instant t (the age rule sees to it): its
+//     later stamps are never earlier than t (see debtView.at), so no event
+//     of its can join a quantum afterwards, and its decisions stay at their
+//     own instant;
+//   - start at or after b.Unfolded: no node has folded an event there, so
+//     the finer copies the coarse event covers are dropped in a join
+//     (uncovered), never counted twice from a base;
+//   - hold events of one drain (a change of parameters stays exact).
+const (
+	capEvents   = 64
+	minQuantum  = 1 << 17 // ns, about 131 us
+	ageDivision = 4       // a quantum is at most a quarter of its events' age
+)
+
+// coarsen merges o's events as above when it has more than capEvents.
+func (s *debtLog) coarsen(o Origin, unfolded, t int64) error {
+	own := 0
+	for _, e := range s.events {
+		if e.o == o {
+			own++
+		}
+	}
+	if own <= capEvents {
+		return nil
+	}
+	out := make([]event, 0, len(s.events))
+	var group []event // o's events in the quantum [start, start+g)
+	var start, g int64
+	flush := func() error {
+		if len(group) < 2 || g < 2 || slices.ContainsFunc(group, func(e event) bool { return e.d != group[0].d }) {
+			out = append(out, group...)
+			group = group[:0]
+			return nil
+		}
+		c := event{t: start + g - 1, o: o, d: group[0].d, g: g}
+		for _, e := range group {
+			var err error
+			if c.cost, err = add(c.cost, e.cost); err != nil {
+				return err
+			}
+		}
+		out = append(out, c)
+		group = group[:0]
+		return nil
+	}
+	for _, e := range s.events {
+		switch {
+		case e.o != o:
+			out = append(out, e)
+			continue
+		case len(group) > 0 && e.t <= start+g-1:
+			group = append(group, e)
+			continue
+		}
+		if err := flush(); err != nil {
+			return err
+		}
+		start, g = quantum(e, unfolded, t)
+		group = append(group, e)
+	}
+	if err := flush(); err != nil {
+		return err
+	}
+	slices.SortFunc(out, compareKey)
+	s.events = out
+	return nil
+}
+
+// quantum returns the aligned quantum e may be merged in (see coarsen): the
+// largest of at most a quarter of its age that starts at or after unfolded,
+// no finer than e's own; e's own instant when none. Such a quantum ends
+// before t: it starts at or before e.t and is shorter than t-e.t.
+func quantum(e event, unfolded, t int64) (start, g int64) {
+	if most := minus(t, e.t) / ageDivision; most > 0 {
+		for g = int64(1) << (bits.Len64(uint64(most)) - 1); g >= max(minQuantum, e.g); g >>= 1 {
+			if start = e.t - ((e.t%g)+g)%g; start >= unfolded {
+				return start, g
+			}
+		}
+	}
+	return e.t, 1
 }
 
 // debtParams are GCRA's, TB's or LB's.
@@ -338,12 +502,15 @@ func (v *debtView) check(t, now, qty int64) (engines.Result, error) {
 }
 
 // admit folds what is complete (never at or past t, so the new event stays
-// an event) and records the admission.
-func (v *debtView) admit(t, _, complete int64) error {
-	if _, err := v.fold(min(complete, t)); err != nil {
+// an event), records the admission and coarsens the writer's events.
+func (v *debtView) admit(t, _ int64, b Bounds) error {
+	if _, err := v.fold(min(b.Complete, t)); err != nil {
 		return err
 	}
-	return v.charge(t, v.self, v.p.drain, v.cost)
+	if err := v.charge(t, v.self, v.p.drain, v.cost); err != nil {
+		return err
+	}
+	return v.coarsen(v.self, b.Unfolded, t)
 }
 
 // fullAt replays the whole log, from its newest stamp on under this call's

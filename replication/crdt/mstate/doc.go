@@ -37,7 +37,8 @@
 // request of cost c passes iff D + c fits the bucket. D depends only on the
 // set of admitted events, not on the order they were learnt in, so the
 // state is that set: events keyed (t, origin) with a cost that only grows
-// (an origin's admissions at one instant form one entry), and a cut h with a
+// (an origin's admissions at one instant form one entry, or over one
+// aligned quantum once its writer coarsened them), and a cut h with a
 // base B, the debt at h of every event at or before h. The join is the base
 // of the later cut and the union of the events after it, each at its largest
 // cost.
@@ -202,12 +203,17 @@
 // write: those admitted within about the max skew + sync interval + delay
 // before it (the study measured a p99 of 1-34 events), kept until the next
 // write folds them or the key expires. During a partition the bound stops
-// and the log keeps every event since the split. The per-key cap of the study (M = 1024
-// events, coarsening an origin's complete events into one per aligned
-// quantum, which over-charges by at most rate*quantum) is not built yet: a
-// coarse event must never land on a node that has already folded part of
-// its quantum, or that part is charged twice, and the completeness bounds
-// that would guarantee it belong to the transport. An SWL log holds at most
+// and the log would keep every event since the split, and a key decided
+// thousands of times a second holds thousands: so past capEvents (64)
+// events of its writer, the writer coarsens them (the study's per-key cap,
+// debt.go): each of its events older than 4 minQuantum goes into one coarse
+// event at the end of an aligned quantum of at most a quarter of its age,
+// with their summed cost. The log then stays within 64 events of its writer
+// (about 1.2 KB for GCRA). Cost moved later never lowers a later debt and
+// raises it by less than the quantum; a coarse event covers its origin's
+// finer events in its quantum, and a join drops them (it counts them).
+// Bounds.Unfolded keeps a coarse event off any node that may already have
+// folded part of its quantum, which would charge that part twice. An SWL log holds at most
 // the units admitted within window+skew: limit + X connected, P*limit in a
 // partition into P sides, each under MaxSWLLimit.
 //

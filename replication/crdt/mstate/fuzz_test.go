@@ -3,6 +3,8 @@ package mstate
 import (
 	"bytes"
 	"testing"
+
+	"github.com/throttleddb/throttled/gcra"
 )
 
 // The fuzz targets feed arbitrary bytes to the decoders, through every
@@ -27,6 +29,30 @@ func addSamples(f *testing.F, add func(a, b []byte)) {
 		m, _ := Merge(a, a)
 		add(m, nil)
 	}
+	fine, coarse := busySamples(f)
+	add(coarse, fine)
+	add(fine, coarse)
+}
+
+// busySamples are a busy GCRA key's log before and after its writer
+// coarsened it.
+func busySamples(tb testing.TB) (fine, coarse []byte) {
+	g, err := NewGCRA(gcra.Params{Burst: 1000, Interval: 50_000})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for i := range 3 * capEvents {
+		now := t0 + int64(i)*100_000
+		_, next, _, _, err := g.Decide(coarse, testOrigin, now, 1, Bounds{Complete: NoBound, Unfolded: NoBound})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if i == capEvents {
+			fine = coarse
+		}
+		coarse = next
+	}
+	return fine, coarse
 }
 
 func FuzzDecode(f *testing.F) {
@@ -51,7 +77,7 @@ func FuzzDecode(f *testing.F) {
 				t.Fatalf("Merge accepted %x, which does not decode", state)
 			}
 			Fold(state, now)
-			ls[k].Decide(state, testOrigin, now, qty, NoBound)
+			ls[k].Decide(state, testOrigin, now, qty, Exact)
 			ls[k].FullAt(state)
 			return
 		}
@@ -66,7 +92,7 @@ func FuzzDecode(f *testing.F) {
 				t.Fatalf("a second Fold at %d changed %x into %x, %v", now, folded, again, err)
 			}
 		}
-		res, next, fullAt, write, err := ls[k].Decide(state, testOrigin, now, qty, NoBound)
+		res, next, fullAt, write, err := ls[k].Decide(state, testOrigin, now, qty, Exact)
 		if err == nil && write {
 			// An admission only adds to the state: it absorbs the old one.
 			if m, err := Merge(next, state); err != nil || !bytes.Equal(m, next) {
@@ -75,10 +101,18 @@ func FuzzDecode(f *testing.F) {
 		}
 		// With a completeness bound (now: never past the decision time),
 		// Decide answers alike and writes what it would have, folded.
-		fres, fnext, ffullAt, fwrite, ferr := ls[k].Decide(state, testOrigin, now, qty, now)
+		fres, fnext, ffullAt, fwrite, ferr := ls[k].Decide(state, testOrigin, now, qty, Bounds{Complete: now, Unfolded: Fixed})
 		if want, _ := Fold(next, now); (ferr == nil) != (err == nil) || fres != res || fwrite != write ||
 			(write && (ffullAt != fullAt || !bytes.Equal(fnext, want))) {
 			t.Fatalf("Decide(%d, %d) with the bound %d gave %+v, %x, %v; without, %+v and folded %x, %v", now, qty, now, fres, fnext, ferr, res, want, err)
+		}
+		// A writer alone coarsens its events: what it writes still absorbs
+		// the old state (its coarse events cover what they merged) and
+		// holds every cost of it.
+		if _, cnext, _, cwrite, err := ls[k].Decide(state, testOrigin, now, qty, Bounds{Complete: NoBound, Unfolded: NoBound}); err == nil && cwrite {
+			if m, err := Merge(cnext, state); err != nil || !bytes.Equal(m, cnext) {
+				t.Fatalf("coarsening Decide(%d, %d) gave %x, which does not absorb %x: %x, %v", now, qty, cnext, state, m, err)
+			}
 		}
 		ls[k].FullAt(state)
 	})

@@ -40,6 +40,29 @@ func (k Kind) String() string {
 // folds nothing.
 const NoBound int64 = math.MinInt64
 
+// Bounds are what a writer knows of the mesh when it decides.
+type Bounds struct {
+	// Complete is the writer's completeness bound (see Fold), NoBound for
+	// none: a debt log that Decide writes has its events before it folded
+	// first, so a key's log stays short where it is written and no other
+	// pass over the keys is needed.
+	Complete int64
+	// Unfolded is an instant from which no node has folded, or will fold
+	// before it receives this write, an event of the writer: the writer may
+	// then merge its own events from there on into coarser ones (see
+	// coarsen), which bounds a busy key's log. MaxInt64 (Fixed) allows
+	// none; a writer alone, whose events nobody else folds, passes
+	// NoBound.
+	Unfolded int64
+}
+
+// Fixed is the Unfolded of a writer that merges none of its events.
+const Fixed int64 = math.MaxInt64
+
+// Exact are the bounds of a writer that knows nothing: Decide folds and
+// coarsens nothing.
+var Exact = Bounds{Complete: NoBound, Unfolded: Fixed}
+
 // ErrSkew reports a negative maximum clock skew.
 var ErrSkew = errors.New("mstate: negative clock skew")
 
@@ -57,11 +80,8 @@ type Limiter interface {
 	// another origin's stamp never moves the decision time (see the package
 	// doc). On error nothing is written.
 	//
-	// complete is the writer's completeness bound (see Fold), NoBound for
-	// none: a debt log that Decide writes has its events before it folded
-	// first, so a key's log stays short where it is written and no other
-	// pass over the keys is needed.
-	Decide(state []byte, self Origin, now, qty, complete int64) (res engines.Result, next []byte, fullAt int64, write bool, err error)
+	// b says what the writer may fold and coarsen (see Bounds).
+	Decide(state []byte, self Origin, now, qty int64, b Bounds) (res engines.Result, next []byte, fullAt int64, write bool, err error)
 
 	// FullAt returns the instant from which state, merged or not, decides as
 	// no state under these parameters: when the key may expire. A missing
@@ -90,8 +110,9 @@ type view interface {
 	// check decides qty at t; GCRA replies from the caller's now.
 	check(t, now, qty int64) (engines.Result, error)
 	// admit records the admission check allowed, and retires what no node
-	// counts any more (a debt log folds its events before complete).
-	admit(t, qty, complete int64) error
+	// counts any more (a debt log folds its events before b.Complete and
+	// coarsens its writer's from b.Unfolded).
+	admit(t, qty int64, b Bounds) error
 	// fullAt returns the instant from which the state decides as none.
 	fullAt() (int64, error)
 	encode() ([]byte, error)
@@ -99,7 +120,7 @@ type view interface {
 
 func (l limiter) Kind() Kind { return l.kind }
 
-func (l limiter) Decide(state []byte, self Origin, now, qty, complete int64) (engines.Result, []byte, int64, bool, error) {
+func (l limiter) Decide(state []byte, self Origin, now, qty int64, b Bounds) (engines.Result, []byte, int64, bool, error) {
 	v, err := l.p.open(state, self)
 	if err != nil {
 		return engines.Result{}, state, 0, false, err
@@ -111,7 +132,7 @@ func (l limiter) Decide(state []byte, self Origin, now, qty, complete int64) (en
 	}
 	var fullAt int64
 	var next []byte
-	if err = v.admit(t, qty, complete); err == nil {
+	if err = v.admit(t, qty, b); err == nil {
 		if fullAt, err = v.fullAt(); err == nil {
 			next, err = v.encode()
 		}

@@ -233,7 +233,7 @@ func (v *slotView) check(t, _, qty int64) (engines.Result, error) {
 	return engines.CheckCounts(v.p.eng, t, counts, t, qty)
 }
 
-func (v *slotView) admit(t, qty, _ int64) error {
+func (v *slotView) admit(t, qty int64, _ Bounds) error {
 	if err := v.p.admit(&v.slots, v.self, t, qty); err != nil {
 		return err
 	}

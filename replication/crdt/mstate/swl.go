@@ -60,7 +60,7 @@ func decodeSWL(b []byte) (swlLog, error) {
 	s.entries = make([]entry, 0, min(n, len(b)/18))
 	for range n {
 		e := entry{t: r.i64(), q: r.i64()}
-		e.o = refer(r, origins, used)
+		e.o = refer(r, origins, used, r.u16())
 		if r.bad || e.t <= s.floor || e.q <= 0 ||
 			(len(s.entries) > 0 && compareEntry(s.entries[len(s.entries)-1], e) >= 0) {
 			return s, engines.ErrCorruptState
@@ -210,7 +210,7 @@ func (v *swlView) at(now int64) int64 { return max(now, v.newest(v.self)) }
 
 func (v *swlView) check(t, _, qty int64) (engines.Result, error) { return v.p.check(&v.swlLog, t, qty) }
 
-func (v *swlView) admit(t, qty, _ int64) error {
+func (v *swlView) admit(t, qty int64, _ Bounds) error {
 	e := entry{t: t, o: v.self, q: qty}
 	if i, found := slices.BinarySearchFunc(v.entries, e, compareEntry); found {
 		var err error
