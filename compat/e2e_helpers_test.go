@@ -9,10 +9,10 @@ import (
 	"net"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/throttleddb/throttled/internal/testlog"
 	"github.com/throttleddb/throttled/internal/testwait"
 	"github.com/throttleddb/throttled/replication/raft/rafttest"
 	"github.com/throttleddb/throttled/server"
@@ -281,19 +281,4 @@ func e2eLen(b []byte, nullable bool) (int, error) {
 
 // e2eOutput collects what a child process writes to stdout and stderr, for
 // failure messages; it is safe for the process's copy goroutines.
-type e2eOutput struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (o *e2eOutput) Write(p []byte) (int, error) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.buf.Write(p)
-}
-
-func (o *e2eOutput) String() string {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.buf.String()
-}
+type e2eOutput = testlog.Buffer

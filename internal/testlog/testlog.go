@@ -1,10 +1,13 @@
 // Package testlog sends what the code under test logs to t.Log, so that it
-// shows only when the test fails (or under -v), beside the test's own lines.
+// shows only when the test fails (or under -v), beside the test's own lines,
+// or into a Buffer the test reads.
 package testlog
 
 import (
+	"bytes"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -20,4 +23,25 @@ func (w Writer) Write(p []byte) (int, error) {
 // Slog returns a logger that writes records at level and above to t.Log.
 func Slog(t testing.TB, level slog.Level) *slog.Logger {
 	return slog.New(slog.NewTextHandler(Writer{t}, &slog.HandlerOptions{Level: level}))
+}
+
+// Buffer collects output written from several goroutines (a child
+// process's copy goroutines, the nodes of a test's mesh), for a test to read
+// while they write.
+type Buffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *Buffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// String returns everything written so far.
+func (b *Buffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

@@ -7,11 +7,11 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/throttleddb/throttled/gcra"
+	"github.com/throttleddb/throttled/internal/testlog"
 	"github.com/throttleddb/throttled/internal/testwait"
 	"github.com/throttleddb/throttled/replication/crdt"
 	"github.com/throttleddb/throttled/replication/crdt/crdttest"
@@ -410,30 +410,12 @@ func TestAloneExpires(t *testing.T) {
 	}
 }
 
-// syncBuffer is a log destination tests read while nodes write to it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestSkewSettingsDiffer: nodes with different --crdt-max-skew refuse each
 // other, saying why: each trusts the others to fold its events no later
 // than its own margin allows (crdt.Node.Bounds).
 func TestSkewSettingsDiffer(t *testing.T) {
 	net := crdttest.NewNet(seed(t))
-	var logs syncBuffer
+	var logs testlog.Buffer
 	peers := map[string]string{"n1": "n1:cluster", "n2": "n2:cluster"}
 	for i, skew := range []time.Duration{100 * time.Millisecond, 50 * time.Millisecond} {
 		id := fmt.Sprintf("n%d", i+1)
