@@ -483,3 +483,30 @@ func TestBusyKey(t *testing.T) {
 		}
 	}
 }
+
+// TestAloneExact: a node with no peers decides exactly as a single node
+// even on a key busy enough to be coarsened on a mesh (200 events within
+// the skew window): it folds everything before each decision instead.
+func TestAloneExact(t *testing.T) {
+	rng := rand.New(rand.NewPCG(seed(t), 0))
+	c := crdttest.New(t, 1, 1, fast)
+	c.SetClocks(crdttest.Start)
+	m := c.Nodes[0]
+	p := gcra.Params{Burst: 3, Interval: 400_000} // 2,500 per second
+	now, tat := crdttest.Start, int64(0)
+	for i := range 2000 {
+		step := 400_000 + rng.Int64N(200_000) // about 2,000 per second: the debt drains between calls
+		now += step
+		if err, ok := c.Do(m, "DEBUG", "CLOCK", "ADVANCE", step).(error); ok {
+			t.Fatal(err)
+		}
+		c.Do(m, "CL.THROTTLE", "k", 3, 2500, 1)
+		var err error
+		if tat, _, _, err = gcra.Decide(tat, p, now, 1); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := m.Client.Get(t.Context(), "k").Int64(); err != nil || got != tat {
+			t.Fatalf("call %d: TAT %d (%v), a single node's %d", i, got, err, tat)
+		}
+	}
+}

@@ -284,17 +284,21 @@ func (n *Node) SetInstant(t int64) { n.last.Store(t) }
 // folds below its own completeness bound, which is at most the newest
 // watermark of this node it has, less the skew margin (completeness); so
 // nothing from sent less MaxSkew on. Every node of a mesh has the same
-// --crdt-max-skew (the handshake refuses another). A node that never sent
-// a watermark has no folded event anywhere: alone, it may coarsen all of
-// its own; with peers, none until its first batch goes out (a conservative
-// start: the bound needs a watermark to stand on).
+// --crdt-max-skew (the handshake refuses another). A node with peers that
+// never sent a watermark merges none until its first batch goes out (the
+// bound needs a watermark to stand on).
+//
+// A node alone that never sent anything knows every event there is, and
+// nobody else holds its events: it folds everything before the decision, so
+// a one-node mesh decides exactly as a single node, whatever the rate.
 func (n *Node) Bounds() mstate.Bounds {
+	sent := n.sent.Load()
+	if sent == math.MinInt64 && n.Alone() {
+		return mstate.Bounds{Complete: math.MaxInt64, Unfolded: mstate.NoBound}
+	}
 	b := mstate.Bounds{Complete: n.complete.Load(), Unfolded: mstate.Fixed}
-	switch sent := n.sent.Load(); {
-	case sent != math.MinInt64:
+	if sent != math.MinInt64 {
 		b.Unfolded = max(sent, math.MinInt64+n.MaxSkew()) - n.MaxSkew()
-	case n.Alone():
-		b.Unfolded = mstate.NoBound
 	}
 	return b
 }
