@@ -161,7 +161,8 @@ func decodeDebt(b []byte, k Kind) (debtLog, error) {
 	}
 	usedO, usedD := make([]bool, len(origins)), make([]bool, len(drains))
 	n := r.u32()
-	s.events = make([]event, 0, min(n, len(b)/18))
+	// Room for one more: a decision inserts its admission.
+	s.events = make([]event, 0, min(n, len(b)/18)+1)
 	coarse := false
 	for range n {
 		e := event{t: r.i64(), cost: r.i64(), d: nsDrain}
@@ -189,7 +190,8 @@ func decodeDebt(b []byte, k Kind) (debtLog, error) {
 	}
 	if coarse {
 		// A canonical state holds no event a coarse one covers.
-		if _, dropped := uncovered(slices.Clone(s.events)); dropped {
+		var dropped bool
+		if s.events, dropped = uncovered(s.events); dropped {
 			return s, engines.ErrCorruptState
 		}
 	}
