@@ -251,7 +251,8 @@ func (n *Node) welcome(conn Conn) *peer {
 		// its own margin allows (Bounds): the margins must agree.
 		ack.refusal = fmt.Sprintf("node %q has --crdt-max-skew %s, node %q %s: every node needs the same", h.id, time.Duration(h.maxSkew), n.cfg.ID, n.cfg.MaxSkew)
 		n.log.Warn("refused a peer", "node", h.id, "reason", ack.refusal)
-		p = n.forget(p, conn)
+		n.forget(p, conn)
+		p = nil
 	}
 	if conn.Send(ack.encode()) != nil || p == nil {
 		n.forget(p, conn)
@@ -260,15 +261,13 @@ func (n *Node) welcome(conn Conn) *peer {
 	return p
 }
 
-// forget drops conn from p's open connections (p may be nil) and returns
-// nil.
-func (n *Node) forget(p *peer, conn Conn) *peer {
+// forget drops conn from p's open connections; p may be nil.
+func (n *Node) forget(p *peer, conn Conn) {
 	if p != nil {
 		n.mu.Lock()
 		delete(p.in, conn)
 		n.mu.Unlock()
 	}
-	return nil
 }
 
 // apply merges a batch's entries and, for a whole batch, takes its
