@@ -443,7 +443,7 @@ func dropOne(k Kind) ops {
 		}
 		switch k {
 		case GCRA, TB, LB:
-			s, _ := decodeDebt(m, k)
+			s, _ := decodeDebt(m, k, nil)
 			if len(s.events) > 0 {
 				s.events = s.events[1:]
 			}
@@ -472,7 +472,7 @@ var foldPast = ops{name: "fold past completeness", merge: Merge, fold: func(h *h
 // stamp, from that stamp): the design the study shows losing admissions.
 func maxTAT(k Kind) ops {
 	tat := func(b []byte) int64 {
-		s, _ := decodeDebt(b, k)
+		s, _ := decodeDebt(b, k, nil)
 		t := s.cut
 		if n := len(s.events); n > 0 {
 			t = s.events[n-1].t

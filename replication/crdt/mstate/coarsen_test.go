@@ -18,7 +18,7 @@ var alone = Bounds{Complete: NoBound, Unfolded: NoBound}
 // ownCost sums o's costs in a GCRA log (its base is 0: nothing folded).
 func ownCost(t *testing.T, state []byte, o Origin) (cost int64, events int) {
 	t.Helper()
-	s, err := decodeDebt(state, GCRA)
+	s, err := decodeDebt(state, GCRA, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +65,7 @@ func TestCoarsen_BusyKey(t *testing.T) {
 			t.Fatalf("decision %d: coarsened %+v, exact %+v", i, res, want)
 		}
 		coarse = next
-		if s, _ := decodeDebt(coarse, GCRA); s.events[len(s.events)-1] != (event{t: now, o: a, d: nsDrain, cost: 200_000}) {
+		if s, _ := decodeDebt(coarse, GCRA, nil); s.events[len(s.events)-1] != (event{t: now, o: a, d: nsDrain, cost: 200_000}) {
 			// A quantum reaching the decision would move the writer's
 			// later decisions to its end (debtView.at).
 			t.Fatalf("decision %d: newest event %+v, want the admission at %d as it is", i, s.events[len(s.events)-1], now)
@@ -151,7 +151,7 @@ func TestCoarsen_Bounds(t *testing.T) {
 		}
 		state = next
 	}
-	s, _ := decodeDebt(state, GCRA)
+	s, _ := decodeDebt(state, GCRA, nil)
 	coarse, others := 0, 0
 	for _, e := range s.events {
 		switch {
@@ -187,7 +187,7 @@ func TestCoarsen_Encoding(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	back, err := decodeDebt(good, GCRA)
+	back, err := decodeDebt(good, GCRA, nil)
 	if err != nil || !slices.Equal(back.events, s.events) {
 		t.Fatalf("round trip: %+v, %v", back.events, err)
 	}
@@ -200,21 +200,21 @@ func TestCoarsen_Encoding(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := decodeDebt(bad, GCRA); !errors.Is(err, engines.ErrCorruptState) {
+		if _, err := decodeDebt(bad, GCRA, nil); !errors.Is(err, engines.ErrCorruptState) {
 			t.Errorf("%s: decoded (%v), want ErrCorruptState", name, err)
 		}
 	}
 	// Another origin's events inside the quantum are not covered.
 	other := []event{{t: base + 3, o: Origin{Node: 2}, d: nsDrain, cost: 1}, {t: coarseAt, o: a, d: nsDrain, cost: 5, g: q}}
 	b, _ := (&debtLog{kind: GCRA, cut: math.MinInt64, events: other}).encode()
-	if _, err := decodeDebt(b, GCRA); err != nil {
+	if _, err := decodeDebt(b, GCRA, nil); err != nil {
 		t.Errorf("another origin's event inside a quantum: %v", err)
 	}
 	// exponent 0 and 63 are not quanta
 	for _, exp := range []byte{0, 63} {
 		b := slices.Clone(good)
 		b[len(b)-1] = exp
-		if _, err := decodeDebt(b, GCRA); !errors.Is(err, engines.ErrCorruptState) {
+		if _, err := decodeDebt(b, GCRA, nil); !errors.Is(err, engines.ErrCorruptState) {
 			t.Errorf("exponent %d: %v, want ErrCorruptState", exp, err)
 		}
 	}
@@ -223,7 +223,7 @@ func TestCoarsen_Encoding(t *testing.T) {
 // The fuzz targets' busy samples do hold coarse events.
 func TestBusySamples(t *testing.T) {
 	fine, coarse := busySamples(t)
-	s, err := decodeDebt(coarse, GCRA)
+	s, err := decodeDebt(coarse, GCRA, nil)
 	if err != nil || !slices.ContainsFunc(s.events, func(e event) bool { return e.g > 0 }) {
 		t.Errorf("busy sample %x: %v, no coarse event", coarse, err)
 	}

@@ -19,6 +19,10 @@ const (
 // its count is a uint16.
 const maxTable = math.MaxUint16
 
+// stackTable is how many entries the tables that decoders and encoders keep
+// on their stacks hold (see tableOf): a key seldom has more origins.
+const stackTable = 4
+
 // reader decodes a state front to back. A read past the end returns zeros and
 // marks the reader bad, so a decoder checks once, at the end of a section.
 type reader struct {
@@ -68,12 +72,17 @@ func header(r *reader, k Kind) error {
 // (their origins, say) once, in ascending order, so that each entry refers
 // to its value by a 2-byte index.
 
-// tableOf returns the distinct values of field over items, ascending. More
-// than maxTable is engines.ErrOverflow.
-func tableOf[E, T any](items []E, field func(E) T, compare func(a, b T) int) ([]T, error) {
-	t := make([]T, len(items))
-	for i, e := range items {
-		t[i] = field(e)
+// tableOf appends to dst the distinct values of field over items,
+// ascending. More than maxTable is engines.ErrOverflow.
+//
+// This and readTable and union take the slice they fill from the caller,
+// which can have it on its stack: a mesh node decodes, joins and encodes
+// states on every command and every key it receives, and these slices were
+// most of its garbage.
+func tableOf[E, T any](dst []T, items []E, field func(E) T, compare func(a, b T) int) ([]T, error) {
+	t := dst[:0]
+	for _, e := range items {
+		t = append(t, field(e))
 	}
 	slices.SortFunc(t, compare)
 	t = slices.CompactFunc(t, func(a, b T) bool { return compare(a, b) == 0 })
@@ -92,10 +101,10 @@ func appendTable[T any](b []byte, t []T, put func([]byte, T) []byte) []byte {
 	return b
 }
 
-// readTable reads a table, which must be strictly ascending.
-func readTable[T any](r *reader, get func(*reader) T, compare func(a, b T) int) ([]T, bool) {
+// readTable reads a table, which must be strictly ascending, into dst.
+func readTable[T any](dst []T, r *reader, get func(*reader) T, compare func(a, b T) int) ([]T, bool) {
 	n := r.u16()
-	t := make([]T, 0, min(n, len(r.b)/8))
+	t := slices.Grow(dst[:0], min(n, len(r.b)/8))
 	for i := range n {
 		v := get(r)
 		if r.bad || (i > 0 && compare(t[i-1], v) >= 0) {
@@ -128,11 +137,11 @@ func refer[T any](r *reader, table []T, used []bool, i int) T {
 // canonical encoding lists no value that no entry uses.
 func allUsed(used []bool) bool { return !slices.Contains(used, false) }
 
-// union merges two lists sorted by compare: the elements of equal keys are
-// joined with join, and only those keep accepts stay. It is the join of
-// every state: a key's copies only grow, and join takes the larger.
-func union[E any](a, b []E, compare func(x, y E) int, join func(x, y E) E, keep func(E) bool) []E {
-	out := make([]E, 0, len(a)+len(b))
+// union merges two lists sorted by compare into dst: the elements of equal
+// keys are joined with join, and only those keep accepts stay. It is the
+// join of every state: a key's copies only grow, and join takes the larger.
+func union[E any](dst, a, b []E, compare func(x, y E) int, join func(x, y E) E, keep func(E) bool) []E {
+	out := slices.Grow(dst[:0], len(a)+len(b))
 	for len(a) > 0 || len(b) > 0 {
 		var e E
 		switch {

@@ -127,7 +127,12 @@ func (s *debtLog) hasDrains() bool { return s.kind != GCRA }
 // coarseRef marks a coarse event's origin index.
 const coarseRef = 1 << 15
 
-func decodeDebt(b []byte, k Kind) (debtLog, error) {
+// stackEvents is how many events the buffers that Decide and Join keep on
+// their stacks hold (see tableOf): a key's log seldom has more.
+const stackEvents = 8
+
+// decodeDebt decodes a debt log, its events into buf (see tableOf).
+func decodeDebt(b []byte, k Kind, buf []event) (debtLog, error) {
 	s := emptyDebt(k)
 	if len(b) == 0 {
 		return s, nil
@@ -148,21 +153,23 @@ func decodeDebt(b []byte, k Kind) (debtLog, error) {
 			return s, engines.ErrCorruptState
 		}
 	}
-	origins, ok := readTable(r, (*reader).origin, Origin.Compare)
+	var originBuf [stackTable]Origin
+	origins, ok := readTable(originBuf[:0], r, (*reader).origin, Origin.Compare)
 	if !ok || s.base < 0 || len(origins) >= coarseRef {
 		return s, engines.ErrCorruptState
 	}
-	drains := []drain{nsDrain}
+	drainBuf := [stackTable]drain{nsDrain}
+	drains := drainBuf[:1]
 	if s.hasDrains() {
 		getDrain := func(r *reader) drain { return drain{unit: r.i64(), rate: r.i64()} }
-		if drains, ok = readTable(r, getDrain, drain.compare); !ok {
+		if drains, ok = readTable(drains, r, getDrain, drain.compare); !ok {
 			return s, engines.ErrCorruptState
 		}
 	}
 	usedO, usedD := make([]bool, len(origins)), make([]bool, len(drains))
 	n := r.u32()
 	// Room for one more: a decision inserts its admission.
-	s.events = make([]event, 0, min(n, len(b)/18)+1)
+	s.events = slices.Grow(buf[:0], min(n, len(b)/18)+1)
 	coarse := false
 	for range n {
 		e := event{t: r.i64(), cost: r.i64(), d: nsDrain}
@@ -199,16 +206,18 @@ func decodeDebt(b []byte, k Kind) (debtLog, error) {
 }
 
 func (s *debtLog) encode() ([]byte, error) {
-	origins, err := tableOf(s.events, func(e event) Origin { return e.o }, Origin.Compare)
+	var originBuf [stackTable]Origin
+	origins, err := tableOf(originBuf[:0], s.events, func(e event) Origin { return e.o }, Origin.Compare)
 	if err != nil {
 		return nil, err
 	}
 	if len(origins) >= coarseRef {
 		return nil, engines.ErrOverflow
 	}
+	var drainBuf [stackTable]drain
 	var drains []drain
 	if s.hasDrains() {
-		if drains, err = tableOf(s.events, func(e event) drain { return e.d }, drain.compare); err != nil {
+		if drains, err = tableOf(drainBuf[:0], s.events, func(e event) drain { return e.d }, drain.compare); err != nil {
 			return nil, err
 		}
 	}
@@ -343,17 +352,49 @@ func (s *debtLog) charge(t int64, o Origin, d drain, cost int64) error {
 	return nil
 }
 
-// join implements decoded: the larger (cut, base) register, and the union of
-// the events after its cut, each at its largest cost.
-func (s *debtLog) join(o decoded) decoded {
-	a, b := s, o.(*debtLog)
+// join returns the join with o, its events in buf: the larger (cut, base)
+// register, and the union of the events after its cut, each at its largest
+// cost.
+func (s *debtLog) join(o *debtLog, buf []event) debtLog {
+	a, b := s, o
 	if compareBase(a, b) < 0 {
 		a, b = b, a
 	}
-	out := &debtLog{kind: a.kind, cut: a.cut, base: a.base, unit: a.unit}
-	out.events = union(a.events, b.events, compareKey, event.join, func(e event) bool { return e.t > out.cut })
+	out := debtLog{kind: a.kind, cut: a.cut, base: a.base, unit: a.unit}
+	cut := a.cut
+	out.events = union(buf, a.events, b.events, compareKey, event.join, func(e event) bool { return e.t > cut })
 	out.events, _ = uncovered(out.events)
 	return out
+}
+
+// joinDebt is join (see Join) for two debt logs of kind k, decoded, joined
+// and encoded with their events on the stack (see tableOf).
+func joinDebt(a, b []byte, k Kind) (j Joined, expiryErr, err error) {
+	var bufA, bufB, bufJ [stackEvents]event
+	if len(a) == 0 {
+		a, b = b, a // a holds a state
+	}
+	x, err := decodeDebt(a, k, bufA[:0])
+	if err != nil {
+		return j, nil, err
+	}
+	if len(b) == 0 {
+		// The decoder takes only canonical bytes: a state is its own
+		// encoding.
+		j.State = slices.Clone(a)
+	} else {
+		y, err := decodeDebt(b, k, bufB[:0])
+		if err != nil {
+			return j, nil, err
+		}
+		x = x.join(&y, bufJ[:0])
+		if j.State, err = x.encode(); err != nil {
+			return Joined{}, nil, err
+		}
+	}
+	j.Kind = k
+	j.Expiry, expiryErr = x.expiry()
+	return j, expiryErr, nil
 }
 
 // Coarsening (crdt-design.md 1.1, "Cap"): a debt log keeps every event
@@ -479,8 +520,10 @@ func (p debtParams) check(at, d, unit, t, now, qty int64) (engines.Result, int64
 }
 
 func (p debtParams) open(state []byte, self Origin) (view, error) {
-	s, err := decodeDebt(state, p.kind)
-	return &debtView{debtLog: s, p: p, self: self}, err
+	v := &debtView{p: p, self: self}
+	var err error
+	v.debtLog, err = decodeDebt(state, p.kind, v.buf[:0])
+	return v, err
 }
 
 // debtView is a view of a debt log.
@@ -489,6 +532,9 @@ type debtView struct {
 	p    debtParams
 	self Origin
 	cost int64 // of the admission check allowed
+	// buf holds the events of a short log, so that the view is one
+	// allocation: room for a key's usual one event and the admission.
+	buf [2]event
 }
 
 func (v *debtView) at(now int64) int64 { return max(now, v.cut, v.newest(v.self)) }

@@ -79,6 +79,13 @@ func TestEncoding(t *testing.T) {
 
 // reencode decodes state as a state of kind k and encodes it again.
 func reencode(state []byte, k Kind) ([]byte, error) {
+	if k.debt() {
+		s, err := decodeDebt(state, k, nil)
+		if err != nil {
+			return nil, err
+		}
+		return s.encode()
+	}
 	d, err := decode(state, k)
 	if err != nil {
 		return nil, err
@@ -146,7 +153,7 @@ func TestCorruptFields(t *testing.T) {
 	}
 	for name, st := range debt {
 		b, _ := st.encode()
-		if _, err := decodeDebt(b, st.kind); !errors.Is(err, engines.ErrCorruptState) {
+		if _, err := decodeDebt(b, st.kind, nil); !errors.Is(err, engines.ErrCorruptState) {
 			t.Errorf("%s: got %v, want ErrCorruptState", name, err)
 		}
 	}
@@ -186,7 +193,7 @@ func TestCorruptFields(t *testing.T) {
 		}
 		return b
 	}
-	if _, err := decodeDebt(gcraLog([]Origin{o2, testOrigin}, 0, 1), GCRA); err != nil {
+	if _, err := decodeDebt(gcraLog([]Origin{o2, testOrigin}, 0, 1), GCRA, nil); err != nil {
 		t.Fatalf("the well-formed log: %v", err)
 	}
 	for name, b := range map[string][]byte{
@@ -195,7 +202,7 @@ func TestCorruptFields(t *testing.T) {
 		"origin twice":         gcraLog([]Origin{o2, o2}, 0, 1),
 		"index out of range":   gcraLog([]Origin{o2, testOrigin}, 0, 2),
 	} {
-		if _, err := decodeDebt(b, GCRA); !errors.Is(err, engines.ErrCorruptState) {
+		if _, err := decodeDebt(b, GCRA, nil); !errors.Is(err, engines.ErrCorruptState) {
 			t.Errorf("%s: got %v, want ErrCorruptState", name, err)
 		}
 	}

@@ -24,10 +24,11 @@ func Expiry(state []byte) (int64, error) {
 		return math.MinInt64, nil
 	}
 	k, err := KindOf(state)
-	if err != nil || (k != GCRA && k != TB && k != LB) {
+	if err != nil || !k.debt() {
 		return math.MinInt64, err
 	}
-	s, err := decodeDebt(state, k)
+	var buf [stackEvents]event
+	s, err := decodeDebt(state, k, buf[:0])
 	if err != nil {
 		return 0, err
 	}
@@ -65,7 +66,8 @@ func Newest(state []byte, o Origin) (int64, error) {
 	}
 	switch k {
 	case GCRA, TB, LB:
-		s, err := decodeDebt(state, k)
+		var buf [stackEvents]event
+		s, err := decodeDebt(state, k, buf[:0])
 		return s.newest(o), err
 	case SWL:
 		s, err := decodeSWL(state)

@@ -1,6 +1,7 @@
 package mstate
 
 import (
+	"cmp"
 	"errors"
 	"math"
 	"slices"
@@ -204,7 +205,12 @@ func KindOf(state []byte) (Kind, error) {
 	return Kind(state[1]), nil
 }
 
-// A decoded state of any kind.
+// debt reports whether k's state is a debt log (GCRA, TB, LB).
+func (k Kind) debt() bool { return k == GCRA || k == TB || k == LB }
+
+// A decoded state of a window kind or a string. (Debt logs, which every
+// command and merge of a busy node decodes, have their own path that keeps
+// them off the heap: joinDebt.)
 type decoded interface {
 	encode() ([]byte, error)
 	// join returns the join with another decoded state of the same kind.
@@ -213,9 +219,6 @@ type decoded interface {
 
 func decode(b []byte, k Kind) (decoded, error) {
 	switch k {
-	case GCRA, TB, LB:
-		s, err := decodeDebt(b, k)
-		return &s, err
 	case SWL:
 		s, err := decodeSWL(b)
 		return &s, err
@@ -234,8 +237,8 @@ func decode(b []byte, k Kind) (decoded, error) {
 // engines.ErrWrongKind, a malformed one engines.ErrCorruptState. The result
 // is a new slice.
 func Merge(a, b []byte) ([]byte, error) {
-	state, _, _, err := join(a, b)
-	return state, err
+	j, _, err := join(a, b)
+	return j.State, err
 }
 
 // Joined is the join of two states with what a node needs to store it.
@@ -250,47 +253,44 @@ type Joined struct {
 // state once. An expiry that Expiry could not compute (it overflows) is
 // its error, where Merge succeeds.
 func Join(a, b []byte) (Joined, error) {
-	state, k, d, err := join(a, b)
-	out := Joined{State: state, Kind: k, Expiry: math.MinInt64}
-	if s, ok := d.(*debtLog); ok && err == nil {
-		out.Expiry, err = s.expiry()
-	}
-	if err != nil {
+	j, expiryErr, err := join(a, b)
+	if err = cmp.Or(err, expiryErr); err != nil {
 		return Joined{}, err
 	}
-	return out, nil
+	return j, nil
 }
 
-// join returns the merged state, its kind and its decoded form (nil when
-// both states are empty). Joining a state with an empty one only validates
-// it.
-func join(a, b []byte) ([]byte, Kind, decoded, error) {
+// join is Join, the error of the expiry apart. Joining a state with an
+// empty one only validates it.
+func join(a, b []byte) (j Joined, expiryErr, err error) {
+	j.Expiry = math.MinInt64
 	k, err := kindOfPair(a, b)
-	if err != nil || k == 0 {
-		return nil, 0, nil, err
+	switch {
+	case err != nil || k == 0:
+		return j, nil, err
+	case k.debt():
+		return joinDebt(a, b, k)
 	}
 	if len(a) == 0 {
 		a, b = b, a // a holds a state
 	}
 	d, err := decode(a, k)
 	if err != nil {
-		return nil, 0, nil, err
+		return j, nil, err
 	}
+	j.Kind = k
 	if len(b) == 0 {
 		// The decoders take only canonical bytes: a state is its own
 		// encoding.
-		return slices.Clone(a), k, d, nil
+		j.State = slices.Clone(a)
+		return j, nil, nil
 	}
 	y, err := decode(b, k)
 	if err != nil {
-		return nil, 0, nil, err
+		return Joined{}, nil, err
 	}
-	d = d.join(y)
-	state, err := d.encode()
-	if err != nil {
-		return nil, 0, nil, err
-	}
-	return state, k, d, nil
+	j.State, err = d.join(y).encode()
+	return j, nil, err
 }
 
 // kindOfPair returns the kind of two states to merge: 0 when both are empty.
@@ -328,13 +328,16 @@ func Fold(state []byte, complete int64) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	x, err := decode(state, k)
+	if !k.debt() {
+		_, err := decode(state, k)
+		if err != nil {
+			return nil, err
+		}
+		return state, nil
+	}
+	s, err := decodeDebt(state, k, nil)
 	if err != nil {
 		return nil, err
-	}
-	s, ok := x.(*debtLog)
-	if !ok {
-		return state, nil
 	}
 	switch moved, err := s.fold(complete); {
 	case err != nil:

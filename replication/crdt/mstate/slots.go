@@ -125,7 +125,7 @@ func (s *slots) retire(f int64) {
 func (s *slots) join(o decoded) decoded {
 	b := o.(*slots)
 	out := &slots{kind: s.kind, floor: max(s.floor, b.floor)}
-	out.s = union(s.s, b.s, compareOrigin, slot.join, func(sl slot) bool { return sl.newest > out.floor })
+	out.s = union(nil, s.s, b.s, compareOrigin, slot.join, func(sl slot) bool { return sl.newest > out.floor })
 	return out
 }
 

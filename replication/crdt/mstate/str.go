@@ -190,7 +190,7 @@ func (s *strState) join(o decoded) decoded {
 	if b.e.compare(s.e) > 0 {
 		out.e = b.e
 	}
-	out.c = union(s.c, b.c, compareCounter, counter.join, func(counter) bool { return true })
+	out.c = union(nil, s.c, b.c, compareCounter, counter.join, func(counter) bool { return true })
 	return out
 }
 

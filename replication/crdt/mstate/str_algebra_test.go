@@ -256,7 +256,7 @@ var strMutants = []ops{
 	strMutant("sum counters", func(a, b *strState) *strState {
 		m := realJoin(a, b)
 		if a.r.compare(b.r) == 0 {
-			m.c = union(a.c, b.c, compareCounter, func(x, y counter) counter {
+			m.c = union(nil, a.c, b.c, compareCounter, func(x, y counter) counter {
 				return counter{o: x.o, p: x.p + y.p, n: x.n + y.n}
 			}, func(counter) bool { return true })
 		}
@@ -266,7 +266,7 @@ var strMutants = []ops{
 	// later SET or DEL replaced come back.
 	strMutant("keep a losing register's counters", func(a, b *strState) *strState {
 		m := *realJoin(a, b)
-		m.c = union(a.c, b.c, compareCounter, counter.join, func(counter) bool { return true })
+		m.c = union(nil, a.c, b.c, compareCounter, counter.join, func(counter) bool { return true })
 		return &m
 	}),
 	// Expiries merged by the later time alone: a shortening loses to the

@@ -51,7 +51,7 @@ func decodeSWL(b []byte) (swlLog, error) {
 		return s, err
 	}
 	s.floor = r.i64()
-	origins, ok := readTable(r, (*reader).origin, Origin.Compare)
+	origins, ok := readTable(nil, r, (*reader).origin, Origin.Compare)
 	if !ok {
 		return s, engines.ErrCorruptState
 	}
@@ -74,7 +74,7 @@ func decodeSWL(b []byte) (swlLog, error) {
 }
 
 func (s *swlLog) encode() ([]byte, error) {
-	origins, err := tableOf(s.entries, func(e entry) Origin { return e.o }, Origin.Compare)
+	origins, err := tableOf(nil, s.entries, func(e entry) Origin { return e.o }, Origin.Compare)
 	if err != nil {
 		return nil, err
 	}
@@ -109,7 +109,7 @@ func after(entries []entry, x int64) int {
 func (s *swlLog) join(o decoded) decoded {
 	b := o.(*swlLog)
 	out := &swlLog{floor: max(s.floor, b.floor)}
-	out.entries = union(s.entries, b.entries, compareEntry, entry.join, func(e entry) bool { return e.t > out.floor })
+	out.entries = union(nil, s.entries, b.entries, compareEntry, entry.join, func(e entry) bool { return e.t > out.floor })
 	return out
 }
 
