@@ -5,7 +5,6 @@ import (
 	"cmp"
 	"math"
 	"slices"
-	"strings"
 
 	"github.com/throttleddb/throttled/replication/crdt/mstate"
 	"github.com/throttleddb/throttled/store"
@@ -23,26 +22,25 @@ func (n *Node) withKey(key []byte, fn func(tx store.Tx)) {
 	fn(n.store.Tx(n.Now()))
 }
 
-// latest returns the last change of each key as entries, in key order so
+// latest appends to entries the last change of each key, in key order so
 // that a batch's bytes do not depend on the order of the writes. A state
 // that has expired since is shipped too: the peers drop it as this node
 // did.
-func latest(changes []change) []entry {
+func latest(entries []entry, changes []change) []entry {
 	for i := range changes {
 		changes[i].order = i
 	}
 	slices.SortFunc(changes, func(a, b change) int {
-		if a.k.db != b.k.db {
-			return a.k.db - b.k.db
+		if a.db != b.db {
+			return a.db - b.db
 		}
-		return cmp.Or(strings.Compare(a.k.key, b.k.key), a.order-b.order)
+		return cmp.Or(bytes.Compare(a.key, b.key), a.order-b.order)
 	})
-	entries := make([]entry, 0, len(changes))
 	for i, c := range changes {
-		if i+1 < len(changes) && changes[i+1].k == c.k {
+		if i+1 < len(changes) && changes[i+1].db == c.db && bytes.Equal(changes[i+1].key, c.key) {
 			continue // written again since
 		}
-		entries = append(entries, entry{db: c.k.db, key: []byte(c.k.key), expireMs: c.expireMs, state: c.state})
+		entries = append(entries, entry{db: c.db, key: c.key, expireMs: c.expireMs, state: c.state})
 	}
 	return entries
 }
@@ -107,7 +105,7 @@ func (n *Node) merge(e entry) bool {
 			// the key expired there): ship the join back, so that every
 			// node ends with it.
 			n.mu.Lock()
-			n.changes = append(n.changes, change{k: dbKey{e.db, string(e.key)}, state: merged, expireMs: exp})
+			n.record(e.db, e.key, merged, exp)
 			n.mu.Unlock()
 		}
 	})

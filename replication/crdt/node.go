@@ -131,6 +131,18 @@ type Node struct {
 	// changes are the writes made here since the last cut, in the order
 	// they were made (a key written twice is shipped as last written).
 	changes []change
+	// keys holds the changes' keys, one after the other, instead of an
+	// allocation per write.
+	keys []byte
+	// spare are the changes, keys and entries of the cut before the last,
+	// for the next: a busy node writes thousands of keys per cut, and
+	// fresh buffers for them each time were a fifth of its garbage. Only
+	// the cut touches them.
+	spare struct {
+		changes []change
+		keys    []byte
+		entries []entry
+	}
 	// delivered is the least completeness bound the peers reported:
 	// every peer knows every write of this node before it. A key holding
 	// a write of this node made at or after it does not expire (hold).
@@ -145,17 +157,21 @@ type Node struct {
 	wg     sync.WaitGroup
 }
 
-type dbKey struct {
-	db  int
-	key string
-}
-
 // change is a key's state and expiry (Unix ms) as written here.
 type change struct {
-	k        dbKey
+	db       int
+	key      []byte // in Node.keys
 	state    []byte
 	expireMs int64
 	order    int // its place among the changes, set by latest
+}
+
+// record adds a change. The caller holds mu.
+func (n *Node) record(db int, key, state []byte, expireMs int64) {
+	start := len(n.keys)
+	n.keys = append(n.keys, key...)
+	end := len(n.keys)
+	n.changes = append(n.changes, change{db: db, key: n.keys[start:end:end], state: state, expireMs: expireMs})
 }
 
 // peer is another node of the mesh, as this one knows it. Guarded by the
@@ -176,12 +192,12 @@ type peer struct {
 	stop    context.CancelFunc
 }
 
-// link is an outgoing connection: the cut puts frames on queue, a goroutine
-// sends them. fresh links get a full sync first.
+// link is an outgoing connection: the cut puts frames on queue, shared by
+// every link, and a goroutine numbers and sends them. fresh links get a full
+// sync first.
 type link struct {
 	conn   Conn
 	queue  chan []byte
-	seq    uint64
 	fresh  bool
 	closed chan struct{}
 	once   sync.Once
@@ -322,7 +338,7 @@ func (n *Node) advance() int64 {
 func (n *Node) Changed(db int, key, state []byte, expireMs int64) {
 	n.mu.Lock()
 	if len(n.peers) > 0 {
-		n.changes = append(n.changes, change{k: dbKey{db, string(key)}, state: state, expireMs: expireMs})
+		n.record(db, key, state, expireMs)
 	}
 	n.mu.Unlock()
 }
@@ -412,8 +428,8 @@ func (n *Node) cut() {
 	// until it has called Changed: after the barrier, changes has them all.
 	n.store.Barrier()
 	n.mu.Lock()
-	changes := n.changes
-	n.changes = make([]change, 0, len(changes))
+	changes, keys := n.changes, n.keys
+	n.changes, n.keys = n.spare.changes[:0], n.spare.keys[:0]
 	complete := n.completeness()
 	n.complete.Store(complete)
 	n.release(complete)
@@ -425,7 +441,17 @@ func (n *Node) cut() {
 	}
 	n.mu.Unlock()
 
-	delta := n.frames(latest(changes), w, complete)
+	entries := latest(n.spare.entries[:0], changes)
+	delta := n.frames(entries, w, complete)
+	// The frames hold copies: the buffers can serve the cut after next
+	// (without the states, which the store may drop meanwhile), unless a
+	// burst made them larger than a busy node needs.
+	clear(changes)
+	clear(entries)
+	n.spare.changes, n.spare.keys, n.spare.entries = nil, nil, nil
+	if len(changes) <= maxSpare {
+		n.spare.changes, n.spare.keys, n.spare.entries = changes, keys, entries
+	}
 	var full [][]byte
 	for _, l := range links {
 		frames := delta
@@ -436,11 +462,8 @@ func (n *Node) cut() {
 			frames, l.fresh = full, false
 		}
 		for _, f := range frames {
-			l.seq++
-			out := slices.Clone(f)
-			putSeq(out, l.seq)
 			select {
-			case l.queue <- out:
+			case l.queue <- f:
 			default:
 				l.close() // too far behind: it reconnects with a full sync
 			}
@@ -451,8 +474,12 @@ func (n *Node) cut() {
 	}
 }
 
+// maxSpare is the most changes whose buffers a cut keeps for later ones:
+// over a million writes a second at the default interval.
+const maxSpare = 1 << 13
+
 // frames cuts entries into batch frames of about batchBytes, every one but
-// the last partial; seq is filled in per link. No entries is one empty
+// the last partial; the link's sender fills in seq. No entries is one empty
 // frame: the watermark alone.
 func (n *Node) frames(entries []entry, w, complete int64) [][]byte {
 	var out [][]byte

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 )
 
@@ -94,6 +95,8 @@ func (n *Node) serveLink(ctx context.Context, p *peer) error {
 			}
 		}
 	}()
+	var seq uint64
+	var out []byte // the frame numbered for this link
 	for {
 		select {
 		case <-ctx.Done():
@@ -101,7 +104,10 @@ func (n *Node) serveLink(ctx context.Context, p *peer) error {
 		case <-l.closed:
 			return nil
 		case f := <-l.queue:
-			if err := conn.Send(f); err != nil {
+			seq++
+			out = append(out[:0], f...)
+			putSeq(out, seq)
+			if err := conn.Send(out); err != nil {
 				return nil
 			}
 		}
@@ -191,6 +197,9 @@ func (n *Node) receive(conn Conn) {
 		case m.seq < next:
 			continue // a repeat
 		case m.seq > next:
+			if m, err = decodeBatch(slices.Clone(f), n.store.Databases()); err != nil {
+				return // the frame is Recv's until the next one
+			}
 			early[m.seq] = m
 			if gapSince.IsZero() {
 				gapSince = time.Now()

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"sync"
 )
 
@@ -32,7 +33,9 @@ type Listener interface {
 // A Conn is one connection between two nodes, carrying whole frames. Send
 // and Recv may be called from one goroutine each; Close unblocks both.
 type Conn interface {
+	// Send sends a frame; the caller may reuse it once Send returns.
 	Send(frame []byte) error
+	// Recv returns the next frame, valid until the next Recv.
 	Recv() ([]byte, error)
 	Close() error
 }
@@ -94,6 +97,7 @@ func (l tcpListener) Close() error { return l.l.Close() }
 type tcpConn struct {
 	c   net.Conn
 	r   *bufio.Reader
+	buf []byte // the last frame Recv returned
 	wmu sync.Mutex
 	w   *bufio.Writer
 }
@@ -125,11 +129,14 @@ func (c *tcpConn) Recv() ([]byte, error) {
 	if size > maxFrame {
 		return nil, fmt.Errorf("crdt: frame of %d bytes is above the %d limit", size, maxFrame)
 	}
-	b := make([]byte, size)
-	if _, err := io.ReadFull(c.r, b); err != nil {
+	if cap(c.buf) > 2*batchBytes {
+		c.buf = nil // a frame of a large entry: not kept
+	}
+	c.buf = slices.Grow(c.buf[:0], int(size))[:size]
+	if _, err := io.ReadFull(c.r, c.buf); err != nil {
 		return nil, err
 	}
-	return b, nil
+	return c.buf, nil
 }
 
 func (c *tcpConn) Close() error { return c.c.Close() }
