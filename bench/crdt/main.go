@@ -57,7 +57,7 @@ type config struct {
 	skip      map[string]bool
 	benchBin  string
 	profile   string // a folder for CPU profiles of the nodes; "" for none
-	load      load   // spreadLoad, or hotLoad with -hot
+	load      load   // spreadLoad, admitLoad with -admit, hotLoad with -hot
 	argv      []string
 }
 
@@ -66,13 +66,13 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs := flag.NewFlagSet("crdt", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var pipelines, intervals, skip string
-	var hot bool
+	var admit, hot bool
 	fs.IntVar(&c.requests, "n", 20000, "requests of each setup's first, unmeasured run, which sizes the measured ones")
 	fs.Float64Var(&c.seconds, "seconds", 5, "length of a measured throughput run")
 	fs.IntVar(&c.clients, "c", 50, "clients (connections), each with -P requests in flight")
 	fs.StringVar(&pipelines, "P", "1,16", "comma-separated pipeline depths")
 	fs.IntVar(&c.runs, "runs", 3, "repeat each throughput measurement this many times and report the median")
-	fs.IntVar(&c.threads, "threads", 1, "throttled --threads, for every node (as bench/compare and bench/raft)")
+	fs.IntVar(&c.threads, "threads", 0, "throttled --threads, for every node (0, the server's default: one loop per CPU)")
 	fs.IntVar(&c.probes, "probes", 200, "replication-lag probes per setting")
 	fs.StringVar(&intervals, "intervals", "5ms,1ms,20ms", "--crdt-sync-interval values of the lag part; the first is also the throughput mesh's")
 	fs.IntVar(&c.acc.Minutes, "acc-minutes", 10, "accuracy: simulated minutes of traffic")
@@ -83,12 +83,18 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.benchBin, "redis-benchmark", "redis-benchmark", "redis-benchmark binary")
 	fs.StringVar(&c.profile, "profile", "", "build throttled with net/http/pprof (a go build -overlay) and write CPU profiles of the nodes "+
 		"during the first measured run of each setup at the highest -P into this folder")
+	fs.BoolVar(&admit, "admit", false, "give the 100,000 keys limits no client reaches (CL.THROTTLE k:__rand_int__ 1000 5 1): every call is admitted and written")
 	fs.BoolVar(&hot, "hot", false, "send every call to one key that is never full (CL.THROTTLE hot 1000000 1000000 1) instead of 100,000 keys")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
 	c.load = spreadLoad
-	if hot {
+	switch {
+	case admit && hot:
+		return c, errors.New("-admit and -hot are two loads: give one")
+	case admit:
+		c.load = admitLoad
+	case hot:
 		c.load = hotLoad
 	}
 	if fs.NArg() > 0 {
@@ -195,7 +201,7 @@ func (r *runner) writeHeader(ctx context.Context, w io.Writer) {
 	fmt.Fprintf(w, "- Machine: %s; the nodes, the load generator and the prober share them (%d CPUs for %d nodes and a client)\n",
 		harness.Machine(), runtime.NumCPU(), meshSize)
 	fmt.Fprintf(w, "- Load average at the start (1, 5, 15 min): %s\n", harness.LoadAvg())
-	fmt.Fprintf(w, "- Go: %s; throttled built from ./cmd/throttled, every node with `--threads %d`\n", goVersion, r.cfg.threads)
+	fmt.Fprintf(w, "- Go: %s; throttled built from ./cmd/throttled, every node with `--threads %d`%s\n", goVersion, r.cfg.threads, threadsNote(r.cfg.threads))
 	if !r.cfg.skip["throughput"] || !r.cfg.skip["lag"] {
 		fmt.Fprintf(w, "- Client: %s\n", harness.FirstLine(ctx, r.cfg.benchBin, "--version"))
 	}

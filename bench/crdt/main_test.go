@@ -21,6 +21,12 @@ func TestParseFlags(t *testing.T) {
 	if c.load.keys != 100000 {
 		t.Errorf("default load: %+v, want 100,000 keys", c.load)
 	}
+	if c, _ := parseFlags([]string{"-admit"}, io.Discard); c.load.keys != 100000 || c.load.cmd[2] != "1000" {
+		t.Errorf("-admit: load %+v, want the keys with limits nobody reaches", c.load)
+	}
+	if _, err := parseFlags([]string{"-admit", "-hot"}, io.Discard); err == nil {
+		t.Error("-admit -hot: no error")
+	}
 	if c, _ := parseFlags([]string{"-hot"}, io.Discard); c.load.keys != 1 || c.load.cmd[1] != "hot" {
 		t.Errorf("-hot: load %+v, want one key", c.load)
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -29,6 +30,14 @@ var ratios = []ratio{
 	{"mesh, load spread / on one node", spreadSetup, oneSetup, 0},
 }
 
+// threadsNote says what --threads 0 means.
+func threadsNote(threads int) string {
+	if threads == 0 {
+		return fmt.Sprintf(" (the default: one loop per CPU, %d here)", runtime.NumCPU())
+	}
+	return ""
+}
+
 // lagBar is the issue's bar: p99 under 20 ms at the default interval,
 // under load.
 const lagBar = 20 * time.Millisecond
@@ -36,7 +45,7 @@ const lagBar = 20 * time.Millisecond
 func writeThroughput(w io.Writer, cfg config, res *results) {
 	fmt.Fprintf(w, "\n### Decisions per second and latency\n\n")
 	fmt.Fprintf(w, "redis-benchmark `-c %d -r %d -P <p> --csv %s`. ", cfg.clients, cfg.load.keys, strings.Join(cfg.load.cmd, " "))
-	fmt.Fprintf(w, "Single node: `--threads %d --dir <tmp>/single` (appendfsync everysec, the default). ", cfg.threads)
+	fmt.Fprintf(w, "Single node: `--threads %d --dir <tmp>/single`%s (appendfsync everysec, the default). ", cfg.threads, threadsNote(cfg.threads))
 	fmt.Fprintf(w, "Mesh nodes: the same plus `--replication crdt --node-id X --cluster-addr <free> --peers a=...,b=...,c=... --crdt-sync-interval %v`. ", cfg.intervals[0])
 	fmt.Fprintf(w, "Load on one node: every client on node a. Load spread: one redis-benchmark per node at once with %s clients, rps added up; "+
 		"each is sized by two unmeasured runs (the second about a second long) to last as long as the others. ", joinInts(res.clients, "/"))

@@ -18,9 +18,17 @@ type load struct {
 	cmd  []string
 }
 
-// spreadLoad is bench/compare's CL.THROTTLE case. Its keys live ~2 s, so
-// nearly every call is allowed and writes: every call is a delta to ship.
+// spreadLoad is bench/compare's CL.THROTTLE case: a key admits one call
+// every 2 s and a burst of 16. At -P 1 (some 50,000 calls a second, one per
+// key every 2 s) nearly every call is admitted and writes, a delta to ship;
+// a server that answers several times faster fills its keys within seconds
+// and then mostly refuses, which writes nothing.
 var spreadLoad = load{keys: 100000, cmd: []string{"CL.THROTTLE", "k:__rand_int__", "15", "30", "60"}}
+
+// admitLoad (-admit) gives the same keys limits no client reaches in a run
+// (5 a second and a burst of 1001: at 10 calls a second a key fills in
+// 200 s), so every call on every server is admitted and written.
+var admitLoad = load{keys: 100000, cmd: []string{"CL.THROTTLE", "k:__rand_int__", "1000", "5", "1"}}
 
 // hotLoad (-hot) puts every call on one key whose limit no client reaches:
 // one tenant's key, every call a write to the same debt log.
