@@ -364,6 +364,9 @@ func (n *Node) hold(_ int, _ []byte, v store.Value) bool {
 	if at, err := mstate.Newest(v.Bytes, n.origin); err == nil && at >= delivered {
 		return true
 	}
+	if k, _ := mstate.KindOf(v.Bytes); k != mstate.Str {
+		return false // only a string has a tombstone (and no clock read)
+	}
 	stamp, ok, err := mstate.StrTombstone(v.Bytes, n.Now())
 	return err == nil && ok && stamp >= stable-Linger.Nanoseconds()
 }

@@ -1,6 +1,7 @@
 package mstate
 
 import (
+	"bytes"
 	"math"
 
 	"github.com/throttleddb/throttled/engines"
@@ -59,9 +60,15 @@ func (s *debtLog) expiry() (int64, error) {
 // its own admissions past the key's expiry until every peer has them:
 // only the writer folds its own events, and a write always leaves its own
 // event in the log.
+//
+// Every encoding but a string's names an origin that has a part in it by
+// its 16 bytes, verbatim: a state without them holds none of o's
+// admissions, and is not decoded further (a node holds many keys that only
+// others write, and checks each one that expires).
 func Newest(state []byte, o Origin) (int64, error) {
 	k, err := KindOf(state)
-	if err != nil || k == Str {
+	var named [16]byte
+	if err != nil || k == Str || !bytes.Contains(state, appendOrigin(named[:0], o)) {
 		return math.MinInt64, err
 	}
 	switch k {
