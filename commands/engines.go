@@ -7,6 +7,7 @@ import (
 
 	"github.com/throttleddb/throttled/engines"
 	"github.com/throttleddb/throttled/gcra"
+	"github.com/throttleddb/throttled/replication/crdt/mstate"
 	"github.com/throttleddb/throttled/resp"
 	"github.com/throttleddb/throttled/store"
 )
@@ -77,11 +78,8 @@ type limit struct {
 	tat    int64  // GCRA: the stored TAT
 	newTAT int64  // GCRA: the TAT to store on commit
 	res    engines.Result
-	// On a mesh node (mesh.go): the state to store on commit, when the
-	// state is full, and whether there is anything to store.
-	next   []byte
-	fullAt int64
-	write  bool
+	// On a mesh node (mesh.go): what the mergeable state's Decide said.
+	merged mstate.Decision
 }
 
 // parseEngineLimit parses "key p1 p2 [p3] [quantity] [SUBWINDOWS n] [MS]"

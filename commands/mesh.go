@@ -143,7 +143,8 @@ func (l *limit) checkMerged(c *Ctx) string {
 		lim, err = mstate.New(l.eng, m.MaxSkew())
 	}
 	if err == nil {
-		l.res, l.next, l.fullAt, l.write, err = lim.Decide(l.state, m.Origin(), c.Tx.Now(), l.qty, m.Bounds())
+		l.merged, err = lim.Decide(l.state, m.Origin(), c.Tx.Now(), l.qty, m.Bounds())
+		l.res = l.merged.Res
 	}
 	switch {
 	case err == nil:
@@ -158,18 +159,19 @@ func (l *limit) checkMerged(c *Ctx) string {
 // lives until the state is full: for a window kind, or longer if a merge
 // said so.
 func (l *limit) commitMerged(c *Ctx) {
-	if !l.write {
+	d := &l.merged
+	if !d.Write {
 		return
 	}
 	db := c.DB()
-	exp := store.ExpiryAt(l.fullAt)
-	if at, err := mstate.Expiry(l.next); err == nil && at != math.MinInt64 {
+	exp := store.ExpiryAt(d.FullAt)
+	if d.Expiry != math.MinInt64 {
 		// A debt log's expiry follows from its bytes, as on the nodes
 		// that merge it.
-		exp = store.ExpiryAt(at)
+		exp = store.ExpiryAt(d.Expiry)
 	} else if old, ok := c.Tx.ExpireMs(db, l.key); ok && l.exists {
 		exp = max(exp, old)
 	}
-	c.Tx.Put(db, l.key, store.Value{Kind: store.KindMerged, Bytes: l.next}, exp)
-	c.srv.mesh.Changed(db, l.key, l.next, exp)
+	c.Tx.Put(db, l.key, store.Value{Kind: store.KindMerged, Bytes: d.Next}, exp)
+	c.srv.mesh.Changed(db, l.key, d.Next, exp)
 }

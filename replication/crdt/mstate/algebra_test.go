@@ -170,7 +170,7 @@ func debtOracle(rng *rand.Rand, k Kind, final []event, interval int64) func([]by
 		return func(merged []byte) string {
 			for _, r := range at {
 				_, _, want, _ := gcra.Decide(tat, p, r, 0)
-				got, _, _, _, err := m.Decide(merged, Origin{Node: 99}, r, 0, Exact)
+				got, _, _, _, err := decide(m, merged, Origin{Node: 99}, r, 0, Exact)
 				if err != nil || got.ResetAfter != want.ResetAfter || got.Remaining != want.Remaining {
 					return fmt.Sprintf("at %d: got %+v, %v; one engine fed everything says %+v", r, got, err, want)
 				}
@@ -208,7 +208,7 @@ func debtOracle(rng *rand.Rand, k Kind, final []event, interval int64) func([]by
 	return func(merged []byte) string {
 		for _, r := range at {
 			want, _ := l.Check(state, r, 0)
-			got, _, _, _, err := m.Decide(merged, Origin{Node: 99}, r, 0, Exact)
+			got, _, _, _, err := decide(m, merged, Origin{Node: 99}, r, 0, Exact)
 			if err != nil || got != want {
 				return fmt.Sprintf("at %d: got %+v, %v; one engine fed everything says %+v", r, got, err, want)
 			}
@@ -330,7 +330,7 @@ func (h *history) endWindows(rng *rand.Rand, adm []admission, skew, span int64, 
 	h.oracle = func(merged []byte) string {
 		for _, r := range at {
 			want, _ := l.Check(state, r, 0)
-			got, _, _, _, err := m.Decide(merged, Origin{Node: 99}, r, 0, Exact)
+			got, _, _, _, err := decide(m, merged, Origin{Node: 99}, r, 0, Exact)
 			if err != nil || got != want {
 				return fmt.Sprintf("at %d: got %+v, %v; one engine fed everything says %+v", r, got, err, want)
 			}

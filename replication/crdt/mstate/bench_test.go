@@ -12,8 +12,8 @@ import (
 func BenchmarkGCRA(b *testing.B) {
 	g, _ := NewGCRA(gcra.Params{Burst: 15, Interval: 2 * s})
 	a := NewOrigin("a", 1)
-	_, s1, _, _, _ := g.Decide(nil, a, t0, 1, Exact)
-	_, s2, _, _, _ := g.Decide(s1, a, t0+ms, 1, Exact)
+	_, s1, _, _, _ := decide(g, nil, a, t0, 1, Exact)
+	_, s2, _, _, _ := decide(g, s1, a, t0+ms, 1, Exact)
 	b.Run("join-new", func(b *testing.B) {
 		for b.Loop() {
 			if _, err := Join(nil, s2); err != nil {
@@ -30,7 +30,7 @@ func BenchmarkGCRA(b *testing.B) {
 	})
 	b.Run("decide", func(b *testing.B) {
 		for b.Loop() {
-			if _, _, _, _, err := g.Decide(s2, a, t0+2*ms, 1, Bounds{Complete: t0, Unfolded: Fixed}); err != nil {
+			if _, _, _, _, err := decide(g, s2, a, t0+2*ms, 1, Bounds{Complete: t0, Unfolded: Fixed}); err != nil {
 				b.Fatal(err)
 			}
 		}

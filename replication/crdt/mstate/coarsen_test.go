@@ -53,7 +53,7 @@ func TestCoarsen_BusyKey(t *testing.T) {
 	most := 0
 	for i := range n {
 		now := t0 + int64(i)*step
-		res, next, _, _, err := g.Decide(coarse, a, now, 1, alone)
+		res, next, _, _, err := decide(g, coarse, a, now, 1, alone)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -107,7 +107,7 @@ func TestCoarsen_Conservative(t *testing.T) {
 	var exact int64 // the single node's TAT
 	for i := range 5_000 {
 		now := t0 + int64(i)*500_000 + int64(i%7)*30_000 // about 2,000/s, jittered
-		res, next, _, write, err := g.Decide(coarse, a, now, 1, alone)
+		res, next, _, write, err := decide(g, coarse, a, now, 1, alone)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -140,12 +140,12 @@ func TestCoarsen_Bounds(t *testing.T) {
 	unfolded := int64(t0 + 50*ms)
 	for i := range 1000 {
 		last = t0 + int64(i)*100_000
-		_, next, _, _, err := g.Decide(state, a, last, 1, Bounds{Complete: NoBound, Unfolded: unfolded})
+		_, next, _, _, err := decide(g, state, a, last, 1, Bounds{Complete: NoBound, Unfolded: unfolded})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if i%10 == 0 { // another writer's events are never merged
-			if _, next, _, _, err = g.Decide(next, b, last, 1, Exact); err != nil {
+			if _, next, _, _, err = decide(g, next, b, last, 1, Exact); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -170,7 +170,7 @@ func TestCoarsen_Bounds(t *testing.T) {
 	if coarse == 0 || others != 100 {
 		t.Errorf("%d coarse events of a, %d events of b; want some and 100", coarse, others)
 	}
-	if _, _, _, _, err := g.Decide(state, a, last+1, 1, Exact); err != nil {
+	if _, _, _, _, err := decide(g, state, a, last+1, 1, Exact); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -34,7 +34,7 @@ func samples(t testing.TB) map[Kind][]byte {
 	for k, l := range limiters() {
 		var state []byte
 		for i, o := range []Origin{testOrigin, {Node: 1}, testOrigin} {
-			_, next, _, write, err := l.Decide(state, o, t0+int64(i)*s, 2, Exact)
+			_, next, _, write, err := decide(l, state, o, t0+int64(i)*s, 2, Exact)
 			if err != nil || !write {
 				t.Fatalf("%v: %v, write %v", k, err, write)
 			}
@@ -70,11 +70,18 @@ func TestEncoding(t *testing.T) {
 	}
 	ls := limiters()
 	for _, tt := range tests {
-		_, got, _, _, err := ls[tt.kind].Decide(nil, testOrigin, t0, 3, Exact)
+		_, got, _, _, err := decide(ls[tt.kind], nil, testOrigin, t0, 3, Exact)
 		if err != nil || !bytes.Equal(got, tt.want) {
 			t.Errorf("%v: got %v\n%x\nwant\n%x", tt.kind, err, got, tt.want)
 		}
 	}
+}
+
+// decide is Limiter.Decide with its Decision taken apart, as most tests
+// use it: the reply, the next state, FullAt and Write.
+func decide(l Limiter, state []byte, self Origin, now, qty int64, b Bounds) (engines.Result, []byte, int64, bool, error) {
+	d, err := l.Decide(state, self, now, qty, b)
+	return d.Res, d.Next, d.FullAt, d.Write, err
 }
 
 // reencode decodes state as a state of kind k and encodes it again.
@@ -115,7 +122,7 @@ func TestCorruptState(t *testing.T) {
 			if _, err := reencode(b, k); !errors.Is(err, engines.ErrCorruptState) {
 				t.Errorf("%v %s: decoding got %v, want ErrCorruptState", k, name, err)
 			}
-			if _, _, _, _, err := ls[k].Decide(b, testOrigin, t0, 1, Exact); !errors.Is(err, engines.ErrCorruptState) {
+			if _, _, _, _, err := decide(ls[k], b, testOrigin, t0, 1, Exact); !errors.Is(err, engines.ErrCorruptState) {
 				t.Errorf("%v %s: Decide got %v, want ErrCorruptState", k, name, err)
 			}
 			if _, err := Merge(b, b); err == nil {
@@ -126,7 +133,7 @@ func TestCorruptState(t *testing.T) {
 			if k2 == k {
 				continue
 			}
-			if _, _, _, _, err := l.Decide(state, testOrigin, t0, 1, Exact); !errors.Is(err, engines.ErrWrongKind) {
+			if _, _, _, _, err := decide(l, state, testOrigin, t0, 1, Exact); !errors.Is(err, engines.ErrWrongKind) {
 				t.Errorf("%v.Decide(%v state, Exact): got %v, want ErrWrongKind", k2, k, err)
 			}
 			if _, err := Merge(state, samples(t)[k2]); !errors.Is(err, engines.ErrWrongKind) {

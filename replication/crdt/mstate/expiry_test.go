@@ -21,7 +21,7 @@ func TestExpiryBound(t *testing.T) {
 		var sa, sb []byte
 		now := int64(1e12)
 		for i := range 3 {
-			_, next, fullAt, write, err := l.Decide(sa, a, now+int64(i)*1e6, 1, Exact)
+			_, next, fullAt, write, err := decide(l, sa, a, now+int64(i)*1e6, 1, Exact)
 			if err != nil || !write {
 				t.Fatalf("%v: %v %v", l.Kind(), err, write)
 			}
@@ -30,7 +30,7 @@ func TestExpiryBound(t *testing.T) {
 				t.Fatalf("%v: bound %d, Decide's fullAt %d", l.Kind(), got, fullAt)
 			}
 		}
-		_, sb, fullB, _, _ := l.Decide(sb, b, now, 2, Exact)
+		_, sb, fullB, _, _ := decide(l, sb, b, now, 2, Exact)
 		merged, _ := Merge(sa, sb)
 		fullA, _ := Expiry(sa)
 		if got, _ := Expiry(merged); got <= max(fullA, fullB) {
@@ -50,9 +50,9 @@ func TestNewest(t *testing.T) {
 	for k, l := range limiters() {
 		var sa, sb []byte
 		for i := range 3 {
-			_, sa, _, _, _ = l.Decide(sa, a, t0+int64(i)*ms, 1, Exact)
+			_, sa, _, _, _ = decide(l, sa, a, t0+int64(i)*ms, 1, Exact)
 		}
-		_, sb, _, _, _ = l.Decide(sb, b, t0+ms/2, 1, Exact)
+		_, sb, _, _, _ = decide(l, sb, b, t0+ms/2, 1, Exact)
 		merged, err := Merge(sa, sb)
 		if err != nil {
 			t.Fatal(err)
@@ -68,7 +68,7 @@ func TestNewest(t *testing.T) {
 		if k == GCRA || k == TB || k == LB {
 			// b writes once everything before is complete: a's events
 			// go into the base.
-			_, next, _, _, _ := l.Decide(merged, b, t0+3*ms, 1, Bounds{Complete: t0 + 3*ms, Unfolded: Fixed})
+			_, next, _, _, _ := decide(l, merged, b, t0+3*ms, 1, Bounds{Complete: t0 + 3*ms, Unfolded: Fixed})
 			if got, err := Newest(next, a); err != nil || got != math.MinInt64 {
 				t.Errorf("%v: after a fold, Newest(a) = %d, %v", k, got, err)
 			}

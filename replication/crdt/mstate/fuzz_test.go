@@ -2,6 +2,7 @@ package mstate
 
 import (
 	"bytes"
+	"math"
 	"testing"
 
 	"github.com/throttleddb/throttled/gcra"
@@ -43,7 +44,7 @@ func busySamples(tb testing.TB) (fine, coarse []byte) {
 	}
 	for i := range 3 * capEvents {
 		now := t0 + int64(i)*100_000
-		_, next, _, _, err := g.Decide(coarse, testOrigin, now, 1, Bounds{Complete: NoBound, Unfolded: NoBound})
+		_, next, _, _, err := decide(g, coarse, testOrigin, now, 1, Bounds{Complete: NoBound, Unfolded: NoBound})
 		if err != nil {
 			tb.Fatal(err)
 		}
@@ -77,7 +78,7 @@ func FuzzDecode(f *testing.F) {
 				t.Fatalf("Merge accepted %x, which does not decode", state)
 			}
 			Fold(state, now)
-			ls[k].Decide(state, testOrigin, now, qty, Exact)
+			decide(ls[k], state, testOrigin, now, qty, Exact)
 			ls[k].FullAt(state)
 			return
 		}
@@ -92,16 +93,22 @@ func FuzzDecode(f *testing.F) {
 				t.Fatalf("a second Fold at %d changed %x into %x, %v", now, folded, again, err)
 			}
 		}
-		res, next, fullAt, write, err := ls[k].Decide(state, testOrigin, now, qty, Exact)
+		d, err := ls[k].Decide(state, testOrigin, now, qty, Exact)
+		res, next, fullAt, write := d.Res, d.Next, d.FullAt, d.Write
 		if err == nil && write {
 			// An admission only adds to the state: it absorbs the old one.
 			if m, err := Merge(next, state); err != nil || !bytes.Equal(m, next) {
 				t.Fatalf("Decide(%d, %d) gave %+v and %x, which does not absorb %x: %x, %v", now, qty, res, next, state, m, err)
 			}
+			// The expiry it gives is the one its bytes say (or none,
+			// when they cannot: see Decision).
+			if at, err := Expiry(next); (err == nil && at != d.Expiry) || (err != nil && d.Expiry != math.MinInt64) {
+				t.Fatalf("Decide(%d, %d) gave the expiry %d; Expiry of its state: %d, %v", now, qty, d.Expiry, at, err)
+			}
 		}
 		// With a completeness bound (now: never past the decision time),
 		// Decide answers alike and writes what it would have, folded.
-		fres, fnext, ffullAt, fwrite, ferr := ls[k].Decide(state, testOrigin, now, qty, Bounds{Complete: now, Unfolded: Fixed})
+		fres, fnext, ffullAt, fwrite, ferr := decide(ls[k], state, testOrigin, now, qty, Bounds{Complete: now, Unfolded: Fixed})
 		if want, _ := Fold(next, now); (ferr == nil) != (err == nil) || fres != res || fwrite != write ||
 			(write && (ffullAt != fullAt || !bytes.Equal(fnext, want))) {
 			t.Fatalf("Decide(%d, %d) with the bound %d gave %+v, %x, %v; without, %+v and folded %x, %v", now, qty, now, fres, fnext, ferr, res, want, err)
@@ -109,7 +116,7 @@ func FuzzDecode(f *testing.F) {
 		// A writer alone coarsens its events: what it writes still absorbs
 		// the old state (its coarse events cover what they merged) and
 		// holds every cost of it.
-		if _, cnext, _, cwrite, err := ls[k].Decide(state, testOrigin, now, qty, Bounds{Complete: NoBound, Unfolded: NoBound}); err == nil && cwrite {
+		if _, cnext, _, cwrite, err := decide(ls[k], state, testOrigin, now, qty, Bounds{Complete: NoBound, Unfolded: NoBound}); err == nil && cwrite {
 			if m, err := Merge(cnext, state); err != nil || !bytes.Equal(m, cnext) {
 				t.Fatalf("coarsening Decide(%d, %d) gave %x, which does not absorb %x: %x, %v", now, qty, cnext, state, m, err)
 			}

@@ -72,17 +72,13 @@ var ErrSkew = errors.New("mstate: negative clock skew")
 // concurrent use.
 type Limiter interface {
 	// Decide decides qty units (0 peeks) at now for the writer self, as
-	// engines.Apply does on a single node: res is the reply; when write is
-	// true, next is the state to store (a new slice; state is not modified)
-	// and fullAt the instant from which it is equivalent to no state. A
-	// limited request or a peek writes nothing, and next is state.
-	//
-	// now earlier than self's newest stamp in state is taken as that stamp;
-	// another origin's stamp never moves the decision time (see the package
-	// doc). On error nothing is written.
+	// engines.Apply does on a single node (see Decision). now earlier than
+	// self's newest stamp in state is taken as that stamp; another
+	// origin's stamp never moves the decision time (see the package doc).
+	// On error nothing is written.
 	//
 	// b says what the writer may fold and coarsen (see Bounds).
-	Decide(state []byte, self Origin, now, qty int64, b Bounds) (res engines.Result, next []byte, fullAt int64, write bool, err error)
+	Decide(state []byte, self Origin, now, qty int64, b Bounds) (Decision, error)
 
 	// FullAt returns the instant from which state, merged or not, decides as
 	// no state under these parameters: when the key may expire. A missing
@@ -91,6 +87,24 @@ type Limiter interface {
 
 	// Kind says which algorithm this is.
 	Kind() Kind
+}
+
+// A Decision is what Decide decided.
+type Decision struct {
+	Res engines.Result // the reply
+	// Write says whether there is a state to store: not after a limited
+	// request or a peek, whose Next is the state given.
+	Write bool
+	// Next is the state to store (a new slice; the given state is not
+	// modified).
+	Next []byte
+	// FullAt is the instant from which Next decides as no state under
+	// these parameters.
+	FullAt int64
+	// Expiry is Expiry(Next), from the decoded state: for a debt log the
+	// instant its bytes say it is repaid, which every node that merges it
+	// derives alike; MinInt64 when they do not say.
+	Expiry int64
 }
 
 // limiter is every Limiter: Decide and FullAt are the same steps for each
@@ -116,32 +130,38 @@ type view interface {
 	admit(t, qty int64, b Bounds) error
 	// fullAt returns the instant from which the state decides as none.
 	fullAt() (int64, error)
+	// expiry is Expiry of the state.
+	expiry() (int64, error)
 	encode() ([]byte, error)
 }
 
 func (l limiter) Kind() Kind { return l.kind }
 
-func (l limiter) Decide(state []byte, self Origin, now, qty int64, b Bounds) (engines.Result, []byte, int64, bool, error) {
+func (l limiter) Decide(state []byte, self Origin, now, qty int64, b Bounds) (Decision, error) {
+	none := Decision{Next: state, Expiry: math.MinInt64}
 	v, err := l.p.open(state, self)
 	if err != nil {
-		return engines.Result{}, state, 0, false, err
+		return none, err
 	}
 	t := v.at(now)
-	res, err := v.check(t, now, qty)
-	if err != nil || res.Limited || qty == 0 {
-		return res, state, 0, false, err
+	d := none
+	d.Res, err = v.check(t, now, qty)
+	if err != nil || d.Res.Limited || qty == 0 {
+		return d, err
 	}
-	var fullAt int64
-	var next []byte
 	if err = v.admit(t, qty, b); err == nil {
-		if fullAt, err = v.fullAt(); err == nil {
-			next, err = v.encode()
+		if d.FullAt, err = v.fullAt(); err == nil {
+			d.Next, err = v.encode()
 		}
 	}
 	if err != nil {
-		return engines.Result{}, state, 0, false, err
+		return none, err
 	}
-	return res, next, fullAt, true, nil
+	d.Write = true
+	if at, err := v.expiry(); err == nil {
+		d.Expiry = at // else the node falls back on FullAt, as for a window
+	}
+	return d, nil
 }
 
 func (l limiter) FullAt(state []byte) (int64, error) {

@@ -13,7 +13,7 @@ var nodeA, nodeB = Origin{Node: 1}, Origin{Node: 2}
 // new state.
 func admit(t *testing.T, l Limiter, state []byte, o Origin, now, qty int64) []byte {
 	t.Helper()
-	res, next, _, write, err := l.Decide(state, o, now, qty, Exact)
+	res, next, _, write, err := decide(l, state, o, now, qty, Exact)
 	if err != nil || res.Limited || !write {
 		t.Fatalf("%v admitting %d at t0%+d: got %+v, write %v, %v", o, qty, now-t0, res, write, err)
 	}
@@ -23,7 +23,7 @@ func admit(t *testing.T, l Limiter, state []byte, o Origin, now, qty int64) []by
 // expect decides qty at now for o and compares the reply.
 func expect(t *testing.T, l Limiter, state []byte, o Origin, now, qty int64, want engines.Result) {
 	t.Helper()
-	if got, _, _, _, err := l.Decide(state, o, now, qty, Exact); err != nil || got != want {
+	if got, _, _, _, err := decide(l, state, o, now, qty, Exact); err != nil || got != want {
 		t.Errorf("%v deciding %d at t0%+d: got %+v, %v; want %+v", o, qty, now-t0, got, err, want)
 	}
 }
@@ -81,7 +81,7 @@ func TestMulti_FWCLaggingReader(t *testing.T) {
 func TestMulti_SWCFutureCountsNow(t *testing.T) {
 	swc := mergeable(mustLimiter(engines.NewSWC(5, 10*s, 3)), s) // sub-windows of 5 s
 	b := admit(t, swc, nil, nodeB, t0+5*s, 2)
-	res, _, _, _, err := swc.Decide(b, nodeA, t0+4*s, 0, Exact)
+	res, _, _, _, err := decide(swc, b, nodeA, t0+4*s, 0, Exact)
 	if err != nil || res.Remaining != 3 {
 		t.Errorf("A a sub-window behind: got %+v, %v; want Remaining 3", res, err)
 	}

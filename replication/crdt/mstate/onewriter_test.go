@@ -192,7 +192,7 @@ func oneWriterRun(t *testing.T, rng *rand.Rand, draw func(*rand.Rand, bool) pair
 		if len(merged) > 0 && rng.IntN(2) == 0 {
 			complete = stamp + 1 - rng.Int64N(2*p.scale)
 		}
-		mres, mnext, mf, mwrite, err := p.merged.Decide(merged, self, now, qty, Bounds{Complete: complete, Unfolded: Fixed})
+		mres, mnext, mf, mwrite, err := decide(p.merged, merged, self, now, qty, Bounds{Complete: complete, Unfolded: Fixed})
 		if err != nil || mres != res || mwrite != write || (write && mf != f) {
 			t.Fatalf("%s step %d (now %d, qty %d): mergeable got (%+v, write %v, fullAt %d, %v), single node (%+v, write %v, fullAt %d)",
 				name, i, now, qty, mres, mwrite, mf, err, res, write, f)

@@ -129,6 +129,12 @@ func (s *slots) join(o decoded) decoded {
 	return out
 }
 
+// windowExpiry is the expiry of a window kind's view: its bytes do not say
+// (see Expiry), a part lives as long as it counts.
+type windowExpiry struct{}
+
+func (windowExpiry) expiry() (int64, error) { return math.MinInt64, nil }
+
 // slotParams are FWC's or SWC's.
 type slotParams struct {
 	kind Kind
@@ -214,6 +220,7 @@ func (l slotParams) open(state []byte, self Origin) (view, error) {
 // slotView is a view of per-origin slots.
 type slotView struct {
 	slots
+	windowExpiry
 	p    slotParams
 	self Origin
 }

@@ -55,7 +55,7 @@ func TestStrEncoding(t *testing.T) {
 // string state to the limiters.
 func TestStrCorruptState(t *testing.T) {
 	g, _ := NewGCRA(gcra.Params{Burst: 4, Interval: s})
-	_, other, _, _, _ := g.Decide(nil, testOrigin, t0, 1, Exact)
+	_, other, _, _, _ := decide(g, nil, testOrigin, t0, 1, Exact)
 	for i, state := range strSamples(t) {
 		if got, err := reencode(state, Str); err != nil || !bytes.Equal(got, state) {
 			t.Errorf("sample %d: decode and encode gives %x, %v; want %x", i, got, err, state)
@@ -87,7 +87,7 @@ func TestStrCorruptState(t *testing.T) {
 		if _, err := Merge(state, other); !errors.Is(err, engines.ErrWrongKind) {
 			t.Errorf("Merge(string, cl): got %v, want ErrWrongKind", err)
 		}
-		if _, _, _, _, err := g.Decide(state, testOrigin, t0, 1, Exact); !errors.Is(err, engines.ErrWrongKind) {
+		if _, _, _, _, err := decide(g, state, testOrigin, t0, 1, Exact); !errors.Is(err, engines.ErrWrongKind) {
 			t.Errorf("CL.THROTTLE of a string: got %v, want ErrWrongKind", err)
 		}
 	}

@@ -202,6 +202,7 @@ func (l swlParams) open(state []byte, self Origin) (view, error) {
 // swlView is a view of a log of per-origin entries.
 type swlView struct {
 	swlLog
+	windowExpiry
 	p    swlParams
 	self Origin
 }
