@@ -136,7 +136,7 @@ type Node struct {
 	keys []byte
 	// spare are the changes, keys and entries of the cut before the last,
 	// for the next: a busy node writes thousands of keys per cut, and
-	// fresh buffers for them each time were a fifth of its garbage. Only
+	// fresh buffers for them each time were a third of its garbage. Only
 	// the cut touches them.
 	spare struct {
 		changes []change

@@ -110,6 +110,9 @@ func (n *Node) serveLink(ctx context.Context, p *peer) error {
 			if err := conn.Send(out); err != nil {
 				return nil
 			}
+			if cap(out) > 2*batchBytes {
+				out = nil // a frame of a large entry: not kept
+			}
 		}
 	}
 }
