@@ -74,7 +74,8 @@ func run(t *testing.T, l engines.Limiter, limit int64, steps []step) []byte {
 		if err != nil || ares != res || write != (!res.Limited && st.qty > 0) {
 			t.Fatalf("step %d: Apply got (%+v, write %v, %v), want (%+v, write %v)", i+1, ares, write, err, res, !res.Limited && st.qty > 0)
 		}
-		mres, mnext, mfullAt, mwrite, err := merged.Decide(mstateState, mstate.Origin{Node: 1}, now, st.qty, mstate.Exact)
+		d, err := merged.Decide(mstateState, mstate.Origin{Node: 1}, now, st.qty, mstate.Exact)
+		mres, mnext, mfullAt, mwrite := d.Res, d.Next, d.FullAt, d.Write
 		if err != nil || mres != res || mwrite != write || (write && mfullAt != fullAt) {
 			t.Fatalf("step %d: mergeable form got (%+v, write %v, fullAt %d, %v), want (%+v, write %v, fullAt %d)",
 				i+1, mres, mwrite, mfullAt, err, res, write, fullAt)

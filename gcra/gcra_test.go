@@ -58,7 +58,8 @@ func run(t *testing.T, steps []step) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		mres, next, fullAt, write, err := ml.Decide(merged[key], mstate.Origin{Node: 1}, now, qty, mstate.Exact)
+		d, err := ml.Decide(merged[key], mstate.Origin{Node: 1}, now, qty, mstate.Exact)
+		mres, next, fullAt, write := d.Res, d.Next, d.FullAt, d.Write
 		want := engines.Result{Limited: res.Limited, Limit: res.Limit, Remaining: res.Remaining, RetryAfter: res.RetryAfter, ResetAfter: res.ResetAfter}
 		if err != nil || mres != want || write != (store && qty > 0) || (write && fullAt != newTAT) {
 			t.Errorf("step %d (%s at %d ms): mergeable form got (%+v, write %v, fullAt %d, %v), want (%+v, write %v, fullAt %d)",
