@@ -127,8 +127,8 @@ func (s *debtLog) hasDrains() bool { return s.kind != GCRA }
 // coarseRef marks a coarse event's origin index.
 const coarseRef = 1 << 15
 
-// stackEvents is how many events the buffers that Decide and Join keep on
-// their stacks hold (see tableOf): a key's log seldom has more.
+// stackEvents is how many events the buffers that Join, Expiry and Newest
+// keep on their stacks hold (see tableOf): a key's log seldom has more.
 const stackEvents = 8
 
 // decodeDebt decodes a debt log, its events into buf (see tableOf).
