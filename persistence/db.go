@@ -141,7 +141,9 @@ func Open(opts Options) (*DB, error) {
 	}
 	dir := opts.Dir
 	pl := pebbledir.Logger{L: opts.Logger.With("component", "pebble", "dir", dir)}
-	pdb, lock, err := pebbledir.Open(dir, folderFormat, func(lock *pebble.Lock, readOnly bool) *pebble.Options {
+	format := folderFormat
+	format.Beside = opts.Beside
+	pdb, lock, err := pebbledir.Open(dir, format, func(lock *pebble.Lock, readOnly bool) *pebble.Options {
 		return pebbleOptions(pl, lock, readOnly)
 	})
 	if err != nil {

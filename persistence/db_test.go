@@ -550,6 +550,28 @@ func TestOpen_RefusesBadFolders(t *testing.T) {
 	}
 }
 
+// TestOpen_Beside: a folder holding only the files named in Beside is taken
+// as empty, and the files stay; without Beside it is someone else's.
+func TestOpen_Beside(t *testing.T) {
+	dir := t.TempDir()
+	marker := filepath.Join(dir, "marker")
+	if err := os.WriteFile(marker, []byte("mine"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(Options{Dir: dir, Logger: testLogger(t)}); !errors.Is(err, ErrForeign) {
+		t.Fatalf("Open without Beside: %v, want ErrForeign", err)
+	}
+	d, err := Open(Options{Dir: dir, Logger: testLogger(t), Beside: []string{"marker"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeT(t, d)
+	if b, err := os.ReadFile(marker); err != nil || string(b) != "mine" {
+		t.Fatalf("the file beside the database: %q, %v", b, err)
+	}
+	closeT(t, openT(t, dir, Always)) // a database now: opened without Beside too
+}
+
 func keys(m map[string]string) []string {
 	var ks []string
 	for k := range m {

@@ -60,6 +60,10 @@ type Options struct {
 	// Logger receives our warnings and Pebble's own messages (at Debug, its
 	// errors at Warn). Default slog.Default().
 	Logger *slog.Logger
+	// Beside names files the caller keeps in Dir beside the database and
+	// may have written before the first Open (a mesh node's incarnation):
+	// a folder that holds only them is taken as empty.
+	Beside []string
 }
 
 func (o *Options) validate() error {

@@ -39,37 +39,47 @@ type CRDTConfig struct {
 // its last start. Its presence marks the folder as a mesh node's.
 const incarnationFile = "crdt-incarnation"
 
-// checkCRDT refuses settings a mesh node cannot run with, before anything is
-// opened or created.
-func checkCRDT(cfg *Config) error {
+// prepareCRDT refuses settings a mesh node cannot run with, then takes this
+// start's incarnation (nextIncarnation), before anything else is opened or
+// created. Recording it marks the data folder as a mesh node's before the
+// store writes there, so a start that fails later (its port in use) leaves
+// a folder that the next start accepts.
+func prepareCRDT(cfg *Config) (incarnation uint64, err error) {
 	switch {
 	case cfg.Raft != nil:
-		return errors.New("--replication is either raft or crdt")
+		return 0, errors.New("--replication is either raft or crdt")
 	case cfg.MaxKeys != 0 || cfg.MaxMemory != 0:
 		// An evicted key's state would come back from the other nodes,
 		// and the events only this node had would be lost.
-		return errors.New("--maxkeys and --maxmemory cannot be used with --replication crdt")
+		return 0, errors.New("--maxkeys and --maxmemory cannot be used with --replication crdt")
 	case cfg.CRDT.ClusterAddr == "" && cfg.CRDT.Transport == nil:
-		return errors.New("--replication crdt needs --cluster-addr, where the other nodes reach this one")
+		return 0, errors.New("--replication crdt needs --cluster-addr, where the other nodes reach this one")
 	}
 	c := crdtConfig(cfg)
 	if err := c.Validate(); err != nil {
-		return err
+		return 0, err
 	}
-	if cfg.Dir == "" {
+	if cfg.Dir != "" {
+		if err := checkMeshFolder(cfg.Dir); err != nil {
+			return 0, err
+		}
+	}
+	return nextIncarnation(cfg.Dir)
+}
+
+// checkMeshFolder refuses a folder that holds a single node's data: a mesh
+// node's keys are mergeable states, a single node's are plain ones, which a
+// mesh node cannot merge.
+func checkMeshFolder(dir string) error {
+	if _, err := os.Stat(filepath.Join(dir, incarnationFile)); err == nil {
 		return nil
 	}
-	// A mesh node's keys are mergeable states; a single node's folder holds
-	// plain ones, which a mesh node cannot merge: refuse it.
-	if _, err := os.Stat(filepath.Join(cfg.Dir, incarnationFile)); err == nil {
-		return nil
-	}
-	entries, err := os.ReadDir(cfg.Dir)
+	entries, err := os.ReadDir(dir)
 	if err != nil && !os.IsNotExist(err) {
-		return fmt.Errorf("--dir %q: %w", cfg.Dir, err)
+		return fmt.Errorf("--dir %q: %w", dir, err)
 	}
 	if len(entries) > 0 {
-		return fmt.Errorf("--dir %q holds data that is not a CRDT node's (no %s): give a mesh node its own folder", cfg.Dir, incarnationFile)
+		return fmt.Errorf("--dir %q holds data that is not a CRDT node's (no %s): give a mesh node its own folder", dir, incarnationFile)
 	}
 	return nil
 }
@@ -147,14 +157,11 @@ func writeSynced(path, text string) error {
 	return d.Sync()
 }
 
-// startCRDT starts the mesh node over st and makes cmds run as one of it.
-func startCRDT(cfg *Config, cmds *commands.Server, st *store.Store, clk clock.Clock) (*crdt.Node, error) {
+// startCRDT starts the mesh node over st, as the incarnation prepareCRDT
+// took, and makes cmds run as one of it.
+func startCRDT(cfg *Config, incarnation uint64, cmds *commands.Server, st *store.Store, clk clock.Clock) (*crdt.Node, error) {
 	c := crdtConfig(cfg)
-	c.Clock = clk
-	var err error
-	if c.Incarnation, err = nextIncarnation(cfg.Dir); err != nil {
-		return nil, err
-	}
+	c.Clock, c.Incarnation = clk, incarnation
 	if c.Transport == nil {
 		c.Transport = crdt.TCP{Addr: cfg.CRDT.ClusterAddr}
 	}

@@ -160,8 +160,9 @@ func Start(cfg Config) (*Node, error) {
 			return nil, err
 		}
 	}
+	var incarnation uint64
 	if cfg.CRDT != nil {
-		if err := checkCRDT(&cfg); err != nil {
+		if incarnation, err = prepareCRDT(&cfg); err != nil {
 			return nil, err
 		}
 	} else if cfg.Dir != "" {
@@ -251,9 +252,7 @@ func Start(cfg Config) (*Node, error) {
 			cc.Transport = crdt.TCP{Addr: cc.ClusterAddr, ServerTLS: certs.MemberServer(), ClientTLS: certs.MemberClient()}
 			cfg.CRDT = &cc
 		}
-		// The incarnation is taken once the data folder is open: a
-		// start that fails before does not use one up.
-		if n.mesh, err = startCRDT(&cfg, cmds, st, clk); err != nil {
+		if n.mesh, err = startCRDT(&cfg, incarnation, cmds, st, clk); err != nil {
 			n.closeListeners()
 			closePersistence(pdb)
 			return nil, err
@@ -449,7 +448,11 @@ func load(cfg Config, st *store.Store, now int64) (*persistence.DB, error) {
 		return nil, err
 	}
 	start := time.Now()
-	pdb, err := persistence.Open(persistence.Options{Dir: cfg.Dir, Fsync: policy, Logger: cfg.Logger})
+	opts := persistence.Options{Dir: cfg.Dir, Fsync: policy, Logger: cfg.Logger}
+	if cfg.CRDT != nil {
+		opts.Beside = []string{incarnationFile}
+	}
+	pdb, err := persistence.Open(opts)
 	if err != nil {
 		return nil, err
 	}

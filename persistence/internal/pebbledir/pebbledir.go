@@ -64,6 +64,10 @@ type Format struct {
 	// Name says in errors what kind of folder was expected ("a throttled
 	// keyspace").
 	Name string
+	// Beside names the files the folder's owner may write there before
+	// the database (a mesh node's incarnation): a folder that holds only
+	// them is fresh.
+	Beside []string
 }
 
 // Open opens the Pebble database in dir for writing, creating the folder and
@@ -73,7 +77,7 @@ type Format struct {
 // holding lock, read-only (to check it) or not. The caller closes the lock
 // after the database.
 func Open(dir string, f Format, options func(lock *pebble.Lock, readOnly bool) *pebble.Options) (*pebble.DB, *pebble.Lock, error) {
-	fresh, err := inspect(dir)
+	fresh, err := inspect(dir, f.Beside)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -189,11 +193,11 @@ func makeDir(dir string) error {
 }
 
 // inspect decides what dir is before anything touches it: fresh (missing,
-// or empty but for a lock file), or a Pebble database to check. Anything
-// else is someone else's folder. Pebble itself would create a new database
-// over files it does not recognise, overwriting any whose name it reuses,
-// so this must come first.
-func inspect(dir string) (fresh bool, err error) {
+// or empty but for a lock file and the files named in beside), or a Pebble
+// database to check. Anything else is someone else's folder. Pebble itself
+// would create a new database over files it does not recognise, overwriting
+// any whose name it reuses, so this must come first.
+func inspect(dir string, beside []string) (fresh bool, err error) {
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return true, nil
@@ -207,7 +211,7 @@ func inspect(dir string) (fresh bool, err error) {
 		if strings.HasPrefix(name, "marker.manifest.") {
 			return false, nil
 		}
-		if name == "LOCK" && e.Type().IsRegular() {
+		if (name == "LOCK" || slices.Contains(beside, name)) && e.Type().IsRegular() {
 			continue
 		}
 		others = append(others, name)
