@@ -126,11 +126,15 @@
 //
 // Two details go beyond that model. A key whose TTL has passed reads as
 // missing, and a write on it counts on its expiry tombstone: the register
-// (its stamp + 1, the zero origin, deleted). Every node derives the same
-// one from the expired register, so INCRs made after an expiry on several
-// nodes add up (the rate-limit pattern INCR, EXPIRE), and a stale copy of
-// the expired value merged later never comes back; counting on the fresh
-// register instead would lose them all to that copy. (A node whose clock
+// (stamped the first ns after the expiry millisecond, and after the expired
+// register; the zero origin; deleted). Every node derives the same one from
+// the expired register and its expiry, so INCRs made after an expiry on
+// several nodes add up (the rate-limit pattern INCR, EXPIRE), and a stale
+// copy of the expired value merged later never comes back; counting on the
+// fresh register instead would lose them all to that copy. A DEL of the
+// live key is stamped before the expiry, so a node that had not seen it
+// when it counted on the expired key keeps its INCRs, as they would count
+// from 0 after the DEL on a single node. (A node whose clock
 // lags, and increments the register before it sees it expire, loses that
 // increment to the ones after.) The zero origin is therefore reserved:
 // string writes by it are ErrReservedOrigin. And INCRBY 0 on a missing key

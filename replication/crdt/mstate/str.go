@@ -218,14 +218,21 @@ func (s *strState) stampAt(now int64) (int64, error) {
 }
 
 // expiryTombstone returns what an expired state is to a write: the tombstone
-// stamped just after its register, by the zero origin. It depends on the
-// register alone, so every node that increments an expired copy of a
-// register counts on the same tombstone, and the increments add up.
+// by the zero origin stamped when the key went, the first ns after its
+// expiry millisecond (and after its register). It depends on the register
+// and the expiry alone, so every node that increments an expired copy of a
+// register counts on the same tombstone, and the increments add up. A DEL
+// that removed the key while it was live is stamped before it went, so it
+// cannot wipe increments made on the expired key by a node that had not
+// seen that DEL yet: on a single node they would count from zero after it.
 func (s *strState) expiryTombstone() (strState, error) {
 	if s.r.stamp == math.MaxInt64 {
 		return strState{}, engines.ErrOverflow
 	}
 	t := s.r.stamp + 1
+	if ms := s.e.ms; ms > math.MinInt64/1_000_000 && ms < math.MaxInt64/1_000_000 { // an expired key's is below now
+		t = max(t, (ms+1)*1e6)
+	}
 	return strState{r: reg{stamp: t, deleted: true}, e: expiry{epoch: t}}, nil
 }
 
@@ -412,10 +419,11 @@ func StrSet(state []byte, self Origin, now int64, value []byte, expireMs int64, 
 // no state, the register of a key never written, so nodes that increment a
 // fresh key concurrently all count; after a DEL, its tombstone. A key whose
 // TTL has passed counts from 0 on its expiry tombstone: the tombstone
-// stamped one after its register, by the zero origin, which every node
-// derives alike from that register, so increments made after the expiry on
-// several nodes add up too, and merging an older copy never brings the
-// expired value back.
+// stamped when the key went, by the zero origin, which every node derives
+// alike from that register and its expiry, so increments made after the
+// expiry on several nodes add up too, merging an older copy never brings
+// the expired value back, and a DEL of the live key that arrives later does
+// not wipe them.
 //
 // A value that is not an integer is ErrNotInteger; a result outside int64,
 // or a counter past 2^64-1, is engines.ErrOverflow. (A value that increments

@@ -21,6 +21,7 @@ func TestStrEncoding(t *testing.T) {
 	one, zero := []byte{1, 0, 0, 0}, []byte{0, 0, 0, 0}
 	o1 := Origin{Node: 1}
 	v := set(t, nil, testOrigin, t0, "12", t0Ms+5_000)
+	gone := int64(t0Ms+5_001) * 1e6 // the stamp of v's expiry tombstone
 	tests := []struct {
 		name            string
 		state, want     []byte
@@ -37,7 +38,7 @@ func TestStrEncoding(t *testing.T) {
 		{"EXPIRE shorter", expire(t, v, o1, t0+s, t0Ms+2_000),
 			cat([]byte{1, 7}, le(t0), origin, []byte{0}, []byte{2, 0, 0, 0}, []byte("12"), le(t0+s), le(t0Ms+2_000), zero), 2, 0},
 		{"INCR after expiry", incr(t, v, o1, t0+6*s, 1, 1),
-			cat([]byte{1, 7}, le(t0+1), le(0), le(0), []byte{1}, zero, le(t0+1), le(0), one, le(1), le(0), le(1), le(0)), 0, 1},
+			cat([]byte{1, 7}, le(gone), le(0), le(0), []byte{1}, zero, le(gone), le(0), one, le(1), le(0), le(1), le(0)), 0, 1},
 	}
 	for _, tt := range tests {
 		if !bytes.Equal(tt.state, tt.want) {
