@@ -170,6 +170,11 @@ func Open(opts Options) (*DB, error) {
 	return d, nil
 }
 
+// MakeDir creates dir and its missing parents durably, as Open does: for
+// the files a caller keeps in a data folder (Options.Beside) and may write
+// before the database.
+func MakeDir(dir string) error { return pebbledir.MakeDir(dir) }
+
 func pebbleOptions(pl pebbledir.Logger, lock *pebble.Lock, readOnly bool) *pebble.Options {
 	return &pebble.Options{
 		FormatMajorVersion: pebbledir.FormatMajorVersion,

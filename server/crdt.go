@@ -11,6 +11,7 @@ import (
 
 	"github.com/throttleddb/throttled/clock"
 	"github.com/throttleddb/throttled/commands"
+	"github.com/throttleddb/throttled/persistence"
 	"github.com/throttleddb/throttled/replication/crdt"
 	"github.com/throttleddb/throttled/store"
 )
@@ -119,7 +120,7 @@ func nextIncarnation(dir string) (uint64, error) {
 	} else if !os.IsNotExist(err) {
 		return 0, err
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := persistence.MakeDir(dir); err != nil {
 		return 0, err
 	}
 	if err := writeSynced(path, strconv.FormatUint(inc, 10)+"\n"); err != nil {

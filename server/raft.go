@@ -13,6 +13,7 @@ import (
 
 	"github.com/throttleddb/throttled/commands"
 	"github.com/throttleddb/throttled/internal/tlsconf"
+	"github.com/throttleddb/throttled/persistence"
 	"github.com/throttleddb/throttled/persistence/raftlog"
 	"github.com/throttleddb/throttled/replication/raft"
 )
@@ -125,7 +126,7 @@ func startRaft(cfg *Config, cmds *commands.Server, listenAddr string, certs *tls
 		return &raftNode{Node: n}, nil
 	}
 	dir := filepath.Join(cfg.Dir, raftFolder)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := persistence.MakeDir(dir); err != nil {
 		return nil, err
 	}
 	logs, err := raftlog.Open(raftlog.Options{Dir: filepath.Join(dir, "log"), Logger: cfg.Logger})

@@ -81,7 +81,7 @@ func Open(dir string, f Format, options func(lock *pebble.Lock, readOnly bool) *
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := makeDir(dir); err != nil {
+	if err := MakeDir(dir); err != nil {
 		return nil, nil, fmt.Errorf("persistence: creating folder %q: %w", dir, err)
 	}
 	// One lock for the read-only check and the real open, so that no other
@@ -154,10 +154,10 @@ func writeStamp(pdb *pebble.DB, f Format, noWAL bool) error {
 	return pdb.Flush()
 }
 
-// makeDir creates dir and its missing parents, syncing the folder that
+// MakeDir creates dir and its missing parents, syncing the folder that
 // receives each new entry, so that a new database does not vanish with its
 // folder's entry in a power loss.
-func makeDir(dir string) error {
+func MakeDir(dir string) error {
 	var missing []string
 	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
 		if _, err := os.Stat(d); err == nil {
