@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -39,6 +40,11 @@ type CRDTConfig struct {
 // incarnationFile, in a mesh node's data folder, holds the incarnation of
 // its last start. Its presence marks the folder as a mesh node's.
 const incarnationFile = "crdt-incarnation"
+
+// meshFiles are the files a mesh start writes before the keyspace's: the
+// incarnation and its temporary copy (writeSynced), which a crash during
+// the first start can leave alone.
+var meshFiles = []string{incarnationFile, incarnationFile + ".tmp"}
 
 // prepareCRDT refuses settings a mesh node cannot run with, then takes this
 // start's incarnation (nextIncarnation), before anything else is opened or
@@ -79,7 +85,7 @@ func checkMeshFolder(dir string) error {
 	if err != nil && !os.IsNotExist(err) {
 		return fmt.Errorf("--dir %q: %w", dir, err)
 	}
-	if len(entries) > 0 {
+	if slices.ContainsFunc(entries, func(e os.DirEntry) bool { return !slices.Contains(meshFiles, e.Name()) }) {
 		return fmt.Errorf("--dir %q holds data that is not a CRDT node's (no %s): give a mesh node its own folder", dir, incarnationFile)
 	}
 	return nil

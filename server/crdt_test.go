@@ -3,6 +3,8 @@ package server_test
 import (
 	"errors"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -56,4 +58,12 @@ func TestMeshFolder(t *testing.T) {
 	if _, err := server.Start(single(dir)); err == nil || !strings.Contains(err.Error(), "is a CRDT node's data folder") {
 		t.Fatalf("a single node on a mesh node's folder: %v", err)
 	}
+
+	// A crash while the first start wrote its incarnation leaves only the
+	// temporary copy.
+	crashed := t.TempDir()
+	if err := os.WriteFile(filepath.Join(crashed, "crdt-incarnation.tmp"), []byte("17"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	open(mesh(crashed))
 }

@@ -450,7 +450,7 @@ func load(cfg Config, st *store.Store, now int64) (*persistence.DB, error) {
 	start := time.Now()
 	opts := persistence.Options{Dir: cfg.Dir, Fsync: policy, Logger: cfg.Logger}
 	if cfg.CRDT != nil {
-		opts.Beside = []string{incarnationFile}
+		opts.Beside = meshFiles
 	}
 	pdb, err := persistence.Open(opts)
 	if err != nil {
