@@ -623,7 +623,14 @@ func (r *userRules) describeKeys() string {
 		case KeyWrite:
 			parts = append(parts, "%W~"+k.pattern)
 		default:
-			parts = append(parts, "~"+k.pattern)
+			// Redis writes "~*" here too, which reads back as allkeys
+			// (and refuses any pattern after it): "%RW~*" reads back
+			// as this very pattern.
+			if k.pattern == "*" {
+				parts = append(parts, "%RW~*")
+			} else {
+				parts = append(parts, "~"+k.pattern)
+			}
 		}
 	}
 	return strings.Join(parts, " ")
