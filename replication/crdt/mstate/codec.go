@@ -79,15 +79,25 @@ func header(r *reader, k Kind) error {
 // which can have it on its stack: a mesh node decodes, joins and encodes
 // states on every command and every key it receives, and these slices were
 // most of its garbage.
+//
+// Each value is inserted in place, once: a state has many entries but few
+// distinct values (a hot key's log, 64 events of one origin), so the table
+// stays as small as its result rather than growing to one per entry.
 func tableOf[E, T any](dst []T, items []E, field func(E) T, compare func(a, b T) int) ([]T, error) {
-	t := dst[:0]
+	t, last := dst[:0], 0
 	for _, e := range items {
-		t = append(t, field(e))
-	}
-	slices.SortFunc(t, compare)
-	t = slices.CompactFunc(t, func(a, b T) bool { return compare(a, b) == 0 })
-	if len(t) > maxTable {
-		return nil, engines.ErrOverflow
+		v := field(e)
+		if last < len(t) && compare(t[last], v) == 0 {
+			continue // as the entry before, most of the time
+		}
+		i, found := slices.BinarySearchFunc(t, v, compare)
+		if !found {
+			if len(t) == maxTable {
+				return nil, engines.ErrOverflow
+			}
+			t = slices.Insert(t, i, v)
+		}
+		last = i
 	}
 	return t, nil
 }

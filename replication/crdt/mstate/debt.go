@@ -46,7 +46,13 @@ type event struct {
 // compareKey orders events by (t, origin, segment): the order of the
 // encoding and of the replay.
 func compareKey(a, b event) int {
-	return cmp.Or(cmp.Compare(a.t, b.t), a.o.Compare(b.o), cmp.Compare(a.seg, b.seg))
+	if c := cmp.Compare(a.t, b.t); c != 0 {
+		return c
+	}
+	if c := a.o.Compare(b.o); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.seg, b.seg)
 }
 
 // join returns the larger of two copies of one event: the coarser (a
