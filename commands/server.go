@@ -17,13 +17,15 @@ import (
 	"github.com/throttleddb/throttled/store"
 )
 
-// Version is the server version INFO and HELLO report. Clients parse
+// RedisVersion is the server version INFO and HELLO report. Clients parse
 // redis_version to pick features, so it names the Redis version whose
-// behaviour we follow; throttled_version carries our own.
-const (
-	Version      = "0.1.0"
-	RedisVersion = "7.0.15"
-)
+// behaviour we follow; throttled_version carries Version, our own.
+const RedisVersion = "7.0.15"
+
+// Version is throttled's own version. A release build stamps it with
+// -ldflags -X (scripts/release.sh), so it is a variable; the value here is
+// what a build from source reports.
+var Version = "0.2.0-dev"
 
 // Config configures a Server. Store and Clock are required.
 type Config struct {
