@@ -37,6 +37,9 @@ type Config struct {
 	// RequirePass, when set, makes clients AUTH first: it is the default
 	// user's password.
 	RequirePass string
+	// PolicySecret keys the hash that a policy with a secret principal
+	// (an API key) keeps in its keys instead of the principal.
+	PolicySecret string
 	// ACLFile is the file of users ACL LOAD reads and ACL SAVE writes; New
 	// loads it. Empty: users live only in memory.
 	ACLFile string
@@ -114,6 +117,8 @@ type Server struct {
 	password  atomic.Pointer[string]
 	acl       *acl
 	protected atomic.Bool // protected-mode
+	// policies are the rate-limit policies (policy.go).
+	policies *policyRegistry
 
 	clientsMu sync.Mutex // guards clients
 	clients   ClientLimits
@@ -171,6 +176,7 @@ func New(cfg Config) (*Server, error) {
 		s.clients = *cfg.Clients
 	}
 	s.conf = newSettings(s)
+	s.policies = newPolicyRegistry(cfg.Store, cfg.Logger)
 	return s, nil
 }
 
@@ -343,6 +349,9 @@ func (s *Server) addLocks(l *store.LockSet, spec *Spec, args [][]byte) {
 	if spec.allKeys(args) {
 		l.AddAll()
 		return
+	}
+	if spec.Locks != nil {
+		spec.Locks(s, args, func(k []byte) { l.Add(s.store, k) })
 	}
 	if spec.KeysFn != nil {
 		spec.KeysFn(args, func(k []byte) { l.Add(s.store, k) })

@@ -144,7 +144,7 @@ func (p *Policy) Validate() error {
 		}
 	}
 	if p.Tenant != "" {
-		if err := checkText("tenant", p.Tenant); err != nil {
+		if err := CheckTenant(p.Tenant); err != nil {
 			return errorf("policy %s: %s", p.ID, reason(err))
 		}
 	}
@@ -165,18 +165,28 @@ func (p *Policy) Validate() error {
 	return nil
 }
 
-// checkID: an id is 1 to MaxIDLen bytes of letters, digits and - _ . :
+// checkID: an id is 1 to MaxIDLen bytes of letters, digits and - _ .
+// (no ":", which separates the parts of a tier's keys)
 func checkID(id string) error {
 	if id == "" || len(id) > MaxIDLen {
 		return errorf("a policy id is 1 to %d characters", MaxIDLen)
 	}
 	for i := 0; i < len(id); i++ {
 		c := id[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("-_.:", c) >= 0) {
-			return errorf("policy id %q: only letters, digits and - _ . : are allowed", id)
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("-_.", c) >= 0) {
+			return errorf("policy id %q: only letters, digits and - _ . are allowed", id)
 		}
 	}
 	return nil
+}
+
+// CheckTenant: a tenant is printable, bounded and holds no ":", which
+// separates the parts of a tier's keys.
+func CheckTenant(t string) error {
+	if strings.Contains(t, ":") {
+		return errorf("the tenant %q holds a \":\"", t)
+	}
+	return checkText("tenant", t)
 }
 
 // checkText: a name or tenant is printable and bounded.

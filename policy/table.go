@@ -70,20 +70,43 @@ func New(ps []Policy) (*Table, error) {
 	if len(ps) > MaxPolicies {
 		return nil, errorf("%d policies; at most %d", len(ps), MaxPolicies)
 	}
+	t, errs := build(ps, true)
+	if len(errs) > 0 {
+		return nil, errs[0]
+	}
+	return t, nil
+}
+
+// Build is New for a set that must load whatever it holds (what replicas
+// converged on): a policy New would refuse is left out, in the order the
+// policies are given, and its error returned. Given the same policies in
+// the same order, every node builds the same table.
+func Build(ps []Policy) (*Table, []error) { return build(ps, false) }
+
+func build(ps []Policy, strict bool) (*Table, []error) {
 	t := &Table{byID: map[string]*Policy{}, root: &node{}, names: map[string]*group{}, fallback: map[string]*group{}}
+	var errs []error
 	for i := range ps {
-		p := &ps[i]
-		if err := p.Validate(); err != nil {
-			return nil, err
+		if err := t.add(&ps[i]); err != nil {
+			errs = append(errs, err)
+			if strict {
+				return nil, errs
+			}
 		}
-		if _, dup := t.byID[p.ID]; dup {
-			return nil, errorf("policy id %q is used twice", p.ID)
-		}
-		t.byID[p.ID] = p
-		t.ids = append(t.ids, p.ID)
-		if p.Disabled {
-			continue
-		}
+	}
+	slices.Sort(t.ids)
+	return t, errs
+}
+
+// add adds p, or refuses it leaving t as it was.
+func (t *Table) add(p *Policy) error {
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	if _, dup := t.byID[p.ID]; dup {
+		return errorf("policy id %q is used twice", p.ID)
+	}
+	if !p.Disabled {
 		var g *group
 		switch {
 		case p.Path != "":
@@ -95,13 +118,14 @@ func New(ps []Policy) (*Table, error) {
 		}
 		for _, o := range g.tenants[p.Tenant] {
 			if overlap(o.Methods, p.Methods) {
-				return nil, errorf("policies %s and %s both apply to %s for %s", o.ID, p.ID, g.endpoint, tenantText(p.Tenant))
+				return errorf("policies %s and %s both apply to %s for %s", o.ID, p.ID, g.endpoint, tenantText(p.Tenant))
 			}
 		}
 		g.tenants[p.Tenant] = append(g.tenants[p.Tenant], p)
 	}
-	slices.Sort(t.ids)
-	return t, nil
+	t.byID[p.ID] = p
+	t.ids = append(t.ids, p.ID)
+	return nil
 }
 
 func tenantText(t string) string {

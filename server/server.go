@@ -67,6 +67,9 @@ type Config struct {
 	// RequirePass makes clients AUTH with this password: it is the default
 	// user's.
 	RequirePass string
+	// PolicySecret keys the hash a policy with a secret principal keeps in
+	// its keys; every member of a cluster or mesh needs the same one.
+	PolicySecret string
 	// ACLFile is the file of ACL users, read at start (it must exist and
 	// load) and by ACL LOAD, written by ACL SAVE; empty keeps users in
 	// memory only.
@@ -208,6 +211,7 @@ func Start(cfg Config) (*Node, error) {
 		Clock:         clk,
 		Manual:        manual,
 		RequirePass:   cfg.RequirePass,
+		PolicySecret:  cfg.PolicySecret,
 		ProtectedMode: !cfg.NoProtectedMode,
 		Clients:       cfg.Clients,
 		Port:          listenPort(n.lns),
