@@ -5,15 +5,19 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"log/slog"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/throttleddb/throttled/policy"
 	"github.com/throttleddb/throttled/replication/crdt/mstate"
+	"github.com/throttleddb/throttled/resp"
 	"github.com/throttleddb/throttled/store"
 )
 
@@ -137,6 +141,10 @@ DEL <id> [<id> ...]
     Remove policies; return how many there were.
 LIST
     Return every policy's JSON, in the order of their ids.
+LOAD <file text>
+    Replace every policy with those of a policy file's text (YAML).
+RELOAD
+    Replace every policy with those of the server's --policy-file.
 HELP
     Print this help.`
 
@@ -190,17 +198,106 @@ func policyCmd(c *Ctx) {
 			}
 		})
 		c.W.Int(int64(n))
+	case sub == "LOAD" && len(args) == 1:
+		n, errText := c.loadPolicies(args[0])
+		if errText != "" {
+			c.W.Error(errText)
+			return
+		}
+		c.W.Int(int64(n))
 	case sub == "LIST" && len(args) == 0:
 		ps := reg.Table().Policies()
 		c.W.Array(len(ps))
 		for _, p := range ps {
 			c.W.Bulk(policy.Marshal(p))
 		}
-	case sub == "SET" || sub == "GET" || sub == "DEL" || sub == "LIST" || sub == "HELP":
+	case sub == "RELOAD":
+		// Only a POLICY RELOAD that policyPrepare refused gets here.
+		c.W.Error("ERR wrong number of arguments for 'policy|reload' command")
+	case sub == "SET" || sub == "GET" || sub == "DEL" || sub == "LIST" || sub == "LOAD" || sub == "HELP":
 		c.W.Error("ERR wrong number of arguments for 'policy|" + strings.ToLower(sub) + "' command")
 	default:
 		c.W.Error("ERR unknown subcommand '" + sanitize(string(c.Args[1]), 128) + "'. Try POLICY HELP.")
 	}
+}
+
+// policyPrepare turns POLICY RELOAD into POLICY LOAD with the text of the
+// policy file, read here, on the node the client asked.
+func policyPrepare(s *Server, args [][]byte) ([][]byte, string) {
+	if !is(args[1], "RELOAD") || len(args) != 2 {
+		return args, ""
+	}
+	text, errText := s.policyFileText()
+	if errText != "" {
+		return nil, errText
+	}
+	return [][]byte{args[0], []byte("LOAD"), text}, ""
+}
+
+// policyFileText reads --policy-file; an error is the reply text.
+func (s *Server) policyFileText() ([]byte, string) {
+	if s.cfg.PolicyFile == "" {
+		return nil, "ERR no policy file: start the server with --policy-file"
+	}
+	text, err := os.ReadFile(s.cfg.PolicyFile)
+	if err != nil {
+		return nil, "ERR cannot read the policy file: " + err.Error()
+	}
+	return text, ""
+}
+
+// LoadPolicyFile loads --policy-file on this node, as POLICY RELOAD would:
+// a single node and a mesh node call it at start, before serving. It
+// returns how many policies the file holds.
+func (s *Server) LoadPolicyFile() (int, error) {
+	text, errText := s.policyFileText()
+	if errText == "" {
+		var w resp.Writer
+		w.Reset(2)
+		st := &connState{user: s.acl.def}
+		args := [][]byte{[]byte("POLICY"), []byte("LOAD"), text}
+		s.execute(nil, &w, st, s.cmds["policy"], args, s.instant(time.Now()), time.Now())
+		reply := string(w.Bytes())
+		if !strings.HasPrefix(reply, "-") {
+			n, _ := strconv.Atoi(strings.TrimSpace(reply[1:]))
+			return n, nil
+		}
+		errText = strings.TrimSpace(reply[1:])
+	}
+	return 0, fmt.Errorf("%s: %s", s.cfg.PolicyFile, strings.TrimPrefix(errText, "ERR "))
+}
+
+// loadPolicies replaces every policy with those of a policy file's text,
+// all or nothing: a file that does not load changes nothing. Policies whose
+// JSON is unchanged are not written again. It returns how many policies
+// the set now holds; an error is the reply text.
+func (c *Ctx) loadPolicies(text []byte) (int, string) {
+	ps, err := policy.Parse(text)
+	if err == nil {
+		_, err = policy.New(ps)
+	}
+	if err != nil {
+		return 0, "ERR invalid policy file: " + strings.TrimPrefix(err.Error(), policy.ErrInvalid.Error()+": ")
+	}
+	old := c.srv.policies.Table()
+	c.inDB(c.srv.store.SystemDB(), func() {
+		keep := map[string]bool{}
+		for i := range ps {
+			p := &ps[i]
+			keep[p.ID] = true
+			next := policy.Marshal(p)
+			if o, ok := old.Get(p.ID); ok && string(policy.Marshal(o)) == string(next) {
+				continue
+			}
+			c.putString([]byte(p.ID), next, 0, false)
+		}
+		for _, o := range old.Policies() {
+			if !keep[o.ID] {
+				c.deleteKey([]byte(o.ID))
+			}
+		}
+	})
+	return len(ps), ""
 }
 
 // policyError is the reply text of a policy that does not load.

@@ -40,6 +40,8 @@ type Config struct {
 	// PolicySecret keys the hash that a policy with a secret principal
 	// (an API key) keeps in its keys instead of the principal.
 	PolicySecret string
+	// PolicyFile is the YAML file of policies POLICY RELOAD reads.
+	PolicyFile string
 	// ACLFile is the file of users ACL LOAD reads and ACL SAVE writes; New
 	// loads it. Empty: users live only in memory.
 	ACLFile string
@@ -290,6 +292,13 @@ func (s *Server) ServeRESP(c *resp.Conn, args [][]byte) {
 	if spec.Flags&Write != 0 && s.cfg.Persistence != nil {
 		if err := s.cfg.Persistence.Err(); err != nil {
 			s.reject(c, st, spec, "MISCONF Errors writing to the data folder, so writes are refused: "+err.Error())
+			return
+		}
+	}
+	if spec.Prepare != nil {
+		var errText string
+		if args, errText = spec.Prepare(s, args); errText != "" {
+			s.reject(c, st, spec, errText)
 			return
 		}
 	}

@@ -51,6 +51,12 @@ type Spec struct {
 	// from the policy table. They are locked as KeysFn's are, but are not
 	// the call's keys for ACL patterns or COMMAND GETKEYS.
 	Locks func(s *Server, args [][]byte, fn func(key []byte))
+	// Prepare turns a call into the one that is logged and run, on the node
+	// the client asked, before it is queued, proposed or run: POLICY
+	// RELOAD reads the policy file there and becomes POLICY LOAD with its
+	// text, so every replica applies the same policies. An error is the
+	// reply text.
+	Prepare func(s *Server, args [][]byte) ([][]byte, string)
 	// AllKeysFn says which calls work on the whole keyspace and lock every
 	// shard, for a command where only some do (DEBUG DIGEST, not DEBUG
 	// DIGEST-VALUE or CLOCK); the AllKeys flag says it of every call. It
@@ -274,8 +280,10 @@ var specs = []*Spec{
 			{Name: "get", Categories: CatRead | CatSlow},
 			{Name: "help", Categories: CatSlow},
 			{Name: "list", Categories: CatRead | CatSlow},
+			{Name: "load", Categories: CatAdmin | CatWrite | CatSlow | CatDangerous},
+			{Name: "reload", Categories: CatAdmin | CatWrite | CatSlow | CatDangerous},
 			{Name: "set", Categories: CatAdmin | CatWrite | CatSlow | CatDangerous},
-		}, Run: policyCmd},
+		}, Prepare: policyPrepare, Run: policyCmd},
 	{Name: "throttle.all", Arity: -5, Flags: Write, KeysFn: throttleAllKeys, Access: KeyRead | KeyWrite, Categories: CatWrite | CatRatelimit | CatSlow, Group: "throttle", Summary: "Checks several rate limits and consumes from all of them only if all allow.", Run: throttleAll},
 
 	// scripting
