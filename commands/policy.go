@@ -305,7 +305,7 @@ func policyError(err error) string {
 	return "invalid policy: " + strings.TrimPrefix(err.Error(), policy.ErrInvalid.Error()+": ")
 }
 
-// THROTTLE.POLICY method target principal [TENANT t] [COST n] [PROBE]
+// THROTTLE.POLICY method target principal [TENANT t] [COST n] [PROBE | EXPLAIN]
 //
 // decides one request by the policies: target is an HTTP path (normalized
 // and matched against the templates; none matching is the UNKNOWN
@@ -326,11 +326,35 @@ func policyError(err error) string {
 //  9. 1 when a shadow policy would have refused
 //  10. every tier, as [algorithm, limit, remaining, reset_ms,
 //     retry_after_ms, window_ms], for RateLimit-Policy and RateLimit
+//
+// EXPLAIN ("why was I limited") changes nothing either (each candidate is
+// probed with the call's cost), and answers
+// [endpoint, candidates]: every policy that applies, in the order of
+// precedence (the first decides), each as [id, step, tiers], the step one
+// of endpoint+tenant, endpoint, default+tenant, default, unknown (and
+// unknown+tenant for a request that reached UNKNOWN), and each
+// tier as [algorithm, limit, remaining, reset_ms, retry_after_ms,
+// window_ms, key], its state as a peek sees it.
 type policyCall struct {
 	req       policy.Request
 	principal []byte
 	cost      int64 // 0: the policy's
 	probe     bool
+	explain   bool
+}
+
+// qty is the units the call takes from p: COST, else the policy's cost,
+// else 1.
+func (pc *policyCall) qty(p *policy.Policy) int64 {
+	switch {
+	case pc.cost > 0:
+		return pc.cost
+	case pc.cost < 0:
+		return 0
+	case p.Cost > 0:
+		return p.Cost
+	}
+	return 1
 }
 
 // parsePolicyCall parses THROTTLE.POLICY's arguments; an error is the
@@ -366,6 +390,8 @@ func parsePolicyCall(args [][]byte) (policyCall, string) {
 			}
 		case is(rest[0], "PROBE"):
 			pc.probe, rest = true, rest[1:]
+		case is(rest[0], "EXPLAIN"):
+			pc.explain, rest = true, rest[1:]
 		default:
 			return pc, errSyntax
 		}
@@ -409,12 +435,80 @@ func (s *Server) policyLocks(args [][]byte, fn func(key []byte)) {
 	if errText != "" {
 		return
 	}
-	_, p := s.policies.Table().Decide(pc.req)
-	if p == nil {
-		return
+	_, cands := s.policies.Table().Resolve(pc.req)
+	if !pc.explain {
+		cands = cands[:min(len(cands), 1)]
 	}
-	for i := range p.Tiers {
-		fn(s.tierKey(p, i, pc.req.Tenant, pc.principal))
+	for _, cand := range cands {
+		for i := range cand.Policy.Tiers {
+			fn(s.tierKey(cand.Policy, i, pc.req.Tenant, pc.principal))
+		}
+	}
+}
+
+// stepNames name the steps of precedence in EXPLAIN's reply.
+var stepNames = [...]string{
+	policy.StepEndpointTenant: "endpoint+tenant",
+	policy.StepEndpointAny:    "endpoint",
+	policy.StepDefaultTenant:  "default+tenant",
+	policy.StepDefaultAny:     "default",
+	policy.StepUnknownAny:     "unknown",
+}
+
+// tierLimits makes the limits of p's tiers for a call, with their shards
+// locked; false when a shard could not be taken (see errPolicyChanged).
+func (c *Ctx) tierLimits(p *policy.Policy, pc *policyCall, qty int64) ([]limit, bool) {
+	limits := make([]limit, len(p.Tiers))
+	for i, t := range p.Tiers {
+		key := c.srv.tierKey(p, i, pc.req.Tenant, pc.principal)
+		if !c.srv.store.Extend(&c.st.locks, key) {
+			return nil, false
+		}
+		// The table holds only valid policies: Build cannot fail.
+		eng, gp, _ := t.Build()
+		limits[i] = limit{key: key, eng: eng, gp: gp, qty: qty}
+		if eng != nil {
+			limits[i].fam = familyOfEngine(eng.Kind())
+		}
+	}
+	return limits, true
+}
+
+// explainPolicy answers THROTTLE.POLICY ... EXPLAIN.
+func explainPolicy(c *Ctx, pc *policyCall) {
+	endpoint, cands := c.srv.policies.Table().Resolve(pc.req)
+	all := make([][]limit, len(cands))
+	for i, cand := range cands {
+		qty := pc.qty(cand.Policy)
+		limits, ok := c.tierLimits(cand.Policy, pc, qty)
+		if !ok {
+			c.W.Error(errPolicyChanged.Error())
+			return
+		}
+		if _, errText := decideAll(c, limits, qty, true); errText != "" {
+			c.W.Error(errText)
+			return
+		}
+		all[i] = limits
+	}
+	c.W.Array(2)
+	c.W.BulkString(endpoint)
+	c.W.Array(len(cands))
+	for i, cand := range cands {
+		c.W.Array(3)
+		c.W.BulkString(cand.Policy.ID)
+		step := stepNames[cand.Step]
+		if endpoint == policy.Unknown && cand.Step <= policy.StepEndpointAny {
+			// The UNKNOWN endpoint's own policies.
+			step = strings.Replace(step, "endpoint", "unknown", 1)
+		}
+		c.W.BulkString(step)
+		c.W.Array(len(all[i]))
+		for j, l := range all[i] {
+			c.W.Array(7)
+			writeTier(c, cand.Policy.Tiers[j], l)
+			c.W.Bulk(l.key)
+		}
 	}
 }
 
@@ -426,6 +520,10 @@ func throttlePolicy(c *Ctx) {
 	pc, errText := parsePolicyCall(c.Args)
 	if errText != "" {
 		c.W.Error(errText)
+		return
+	}
+	if pc.explain {
+		explainPolicy(c, &pc)
 		return
 	}
 	endpoint, p := c.srv.policies.Table().Decide(pc.req)
@@ -442,31 +540,11 @@ func throttlePolicy(c *Ctx) {
 		c.W.Array(0)
 		return
 	}
-	qty := p.Cost
-	switch {
-	case pc.cost > 0:
-		qty = pc.cost
-	case pc.cost < 0:
-		qty = 0
-	case qty == 0:
-		qty = 1
-	}
-	limits := make([]limit, len(p.Tiers))
-	for i, t := range p.Tiers {
-		key := c.srv.tierKey(p, i, pc.req.Tenant, pc.principal)
-		if !c.srv.store.Extend(&c.st.locks, key) {
-			c.W.Error(errPolicyChanged.Error())
-			return
-		}
-		eng, gp, err := t.Build()
-		if err != nil { // the table holds only valid policies
-			c.W.Error("ERR " + policyError(err))
-			return
-		}
-		limits[i] = limit{key: key, eng: eng, gp: gp, qty: qty}
-		if eng != nil {
-			limits[i].fam = familyOfEngine(eng.Kind())
-		}
+	qty := pc.qty(p)
+	limits, ok := c.tierLimits(p, &pc, qty)
+	if !ok {
+		c.W.Error(errPolicyChanged.Error())
+		return
 	}
 	limited, errText := decideAll(c, limits, qty, pc.probe)
 	if errText != "" {
@@ -517,12 +595,6 @@ func decideAll(c *Ctx, limits []limit, qty int64, probe bool) (limited bool, err
 
 // writePolicyReply writes THROTTLE.POLICY's reply for a decided policy.
 func writePolicyReply(c *Ctx, p *policy.Policy, endpoint string, limits []limit, limited, shadowed bool, tiers []policy.Tier) {
-	ms := func(ns int64) int64 {
-		if ns < 0 {
-			return -1
-		}
-		return ns/1e6 + min(ns%1e6, 1)
-	}
 	decider := 0
 	for i, l := range limits {
 		d := &limits[decider]
@@ -550,13 +622,28 @@ func writePolicyReply(c *Ctx, p *policy.Policy, endpoint string, limits []limit,
 	c.W.Array(len(limits))
 	for i, l := range limits {
 		c.W.Array(6)
-		c.W.BulkString(tiers[i].Algorithm)
-		c.W.Int(l.res.Limit)
-		c.W.Int(l.res.Remaining)
-		c.W.Int(ms(l.res.ResetAfter))
-		c.W.Int(ms(l.res.RetryAfter))
-		c.W.Int(tiers[i].Period)
+		writeTier(c, tiers[i], l)
 	}
+}
+
+// writeTier writes a tier's algorithm, limit, remaining, reset_ms,
+// retry_after_ms and window_ms.
+func writeTier(c *Ctx, t policy.Tier, l limit) {
+	c.W.BulkString(t.Algorithm)
+	c.W.Int(l.res.Limit)
+	c.W.Int(l.res.Remaining)
+	c.W.Int(ms(l.res.ResetAfter))
+	c.W.Int(ms(l.res.RetryAfter))
+	c.W.Int(t.Period)
+}
+
+// ms is a duration in ns in the reply's milliseconds, rounded up; -1
+// stays -1.
+func ms(ns int64) int64 {
+	if ns < 0 {
+		return -1
+	}
+	return ns/1e6 + min(ns%1e6, 1)
 }
 
 func b2i(b bool) int64 {
