@@ -32,6 +32,13 @@ func info(c *Ctx) {
 		}
 		out = c.srv.infoSection(out, sec)
 	}
+	if want["policies"] || want["all"] || want["everything"] {
+		// Ours, not Redis': not in the default set.
+		if len(out) > 0 {
+			out = append(out, "\r\n"...)
+		}
+		out = c.srv.infoPolicies(out)
+	}
 	c.W.Verbatim(out)
 }
 

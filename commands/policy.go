@@ -47,10 +47,60 @@ type policyRegistry struct {
 	dirty bool              // raw changed since table was built
 
 	table atomic.Pointer[policy.Table]
+
+	statsMu sync.Mutex // guards stats
+	// stats are each policy's decision counters, kept while the policy is
+	// in the table: bounded by policy.MaxPolicies, never per principal.
+	stats map[string]*PolicyStats
+}
+
+// PolicyStats are one policy's decisions since the start: calls allowed,
+// calls refused, and calls a shadow policy would have refused (and let
+// through). Probes and EXPLAIN are not counted.
+type PolicyStats struct {
+	Allowed, Limited, ShadowLimited atomic.Int64
+}
+
+// count records a decision of p.
+func (r *policyRegistry) count(id string, limited, shadowed bool) {
+	r.statsMu.Lock()
+	st := r.stats[id]
+	if st == nil {
+		st = &PolicyStats{}
+		r.stats[id] = st
+	}
+	r.statsMu.Unlock()
+	switch {
+	case shadowed:
+		st.ShadowLimited.Add(1)
+	case limited:
+		st.Limited.Add(1)
+	default:
+		st.Allowed.Add(1)
+	}
+}
+
+// PolicyStats calls fn with the counters of every policy in the table that
+// has decided a call, in id order.
+func (s *Server) PolicyStats(fn func(id string, st *PolicyStats)) {
+	t := s.policies.Table()
+	r := s.policies
+	r.statsMu.Lock()
+	defer r.statsMu.Unlock()
+	for _, p := range t.Policies() {
+		if st := r.stats[p.ID]; st != nil {
+			fn(p.ID, st)
+		}
+	}
+	for id := range r.stats {
+		if _, ok := t.Get(id); !ok {
+			delete(r.stats, id) // the policy is gone
+		}
+	}
 }
 
 func newPolicyRegistry(st *store.Store, log *slog.Logger) *policyRegistry {
-	r := &policyRegistry{log: log, raw: map[string][]byte{}}
+	r := &policyRegistry{log: log, raw: map[string][]byte{}, stats: map[string]*PolicyStats{}}
 	empty, _ := policy.New(nil)
 	r.table.Store(empty)
 	st.SetSystemWatch(r.watch)
@@ -121,6 +171,18 @@ func (r *policyRegistry) Table() *policy.Table {
 	r.table.Store(t)
 	r.dirty = false
 	return t
+}
+
+// infoPolicies appends INFO's Policies section: how many policies there
+// are, and each one's decisions (as throttled_policy_decisions_total).
+func (s *Server) infoPolicies(b []byte) []byte {
+	b = append(b, "# Policies\r\n"...)
+	b = fmt.Appendf(b, "policies:%d\r\n", s.policies.Table().Len())
+	s.PolicyStats(func(id string, st *PolicyStats) {
+		b = fmt.Appendf(b, "policy_%s:allowed=%d,limited=%d,shadow_limited=%d\r\n",
+			id, st.Allowed.Load(), st.Limited.Load(), st.ShadowLimited.Load())
+	})
+	return b
 }
 
 // inDB runs fn with the connection's database set to db: the string
@@ -555,8 +617,9 @@ func throttlePolicy(c *Ctx) {
 	if shadowed {
 		limited = false
 	}
-	if !pc.probe {
+	if !pc.probe && qty > 0 {
 		c.decide(qty, limited)
+		c.srv.policies.count(p.ID, limited, shadowed)
 	}
 	writePolicyReply(c, p, endpoint, limits, limited, shadowed, p.Tiers)
 }
