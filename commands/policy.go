@@ -42,9 +42,11 @@ import (
 type policyRegistry struct {
 	log *slog.Logger
 
-	mu    sync.Mutex        // guards raw and dirty
-	raw   map[string][]byte // id -> the policy's stored JSON
-	dirty bool              // raw changed since table was built
+	mu  sync.Mutex        // guards raw
+	raw map[string][]byte // id -> the policy's stored JSON
+	// dirty: raw changed since table was built. Set with mu held; read
+	// without it first, so a decision takes no lock when nothing changed.
+	dirty atomic.Bool
 
 	table atomic.Pointer[policy.Table]
 
@@ -132,7 +134,7 @@ func (r *policyRegistry) watch(key []byte, v store.Value, present bool) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.dirty = true
+	r.dirty.Store(true)
 	switch {
 	case key == nil:
 		clear(r.raw)
@@ -145,9 +147,12 @@ func (r *policyRegistry) watch(key []byte, v store.Value, present bool) {
 
 // Table is the current policy table, built again if the policies changed.
 func (r *policyRegistry) Table() *policy.Table {
+	if !r.dirty.Load() {
+		return r.table.Load()
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if !r.dirty {
+	if !r.dirty.Load() {
 		return r.table.Load()
 	}
 	ids := make([]string, 0, len(r.raw))
@@ -169,7 +174,7 @@ func (r *policyRegistry) Table() *policy.Table {
 		r.log.Error("conflicting policies; the later id is left out", "err", err)
 	}
 	r.table.Store(t)
-	r.dirty = false
+	r.dirty.Store(false)
 	return t
 }
 
@@ -470,11 +475,10 @@ func policySecrets(args [][]byte, secret func(int)) {
 	}
 }
 
-// tierKey is the key of one tier of p for a request: policy id, tier,
+// appendTierKey appends the key of one tier of p for a request: policy id, tier,
 // tenant and principal (a keyed hash of it when the policy says it is a
 // secret), joined by ":", which ids and tenants cannot hold.
-func (s *Server) tierKey(p *policy.Policy, tier int, tenant string, principal []byte) []byte {
-	k := make([]byte, 0, 16+len(p.ID)+len(tenant)+len(principal))
+func (s *Server) appendTierKey(k []byte, p *policy.Policy, tier int, tenant string, principal []byte) []byte {
 	k = append(k, "policy:"...)
 	k = append(k, p.ID...)
 	k = append(k, ':')
@@ -497,13 +501,20 @@ func (s *Server) policyLocks(args [][]byte, fn func(key []byte)) {
 	if errText != "" {
 		return
 	}
-	_, cands := s.policies.Table().Resolve(pc.req)
+	t := s.policies.Table()
 	if !pc.explain {
-		cands = cands[:min(len(cands), 1)]
+		if _, p := t.Decide(pc.req); p != nil {
+			var buf [128]byte
+			for i := range p.Tiers {
+				fn(s.appendTierKey(buf[:0], p, i, pc.req.Tenant, pc.principal))
+			}
+		}
+		return
 	}
+	_, cands := t.Resolve(pc.req)
 	for _, cand := range cands {
 		for i := range cand.Policy.Tiers {
-			fn(s.tierKey(cand.Policy, i, pc.req.Tenant, pc.principal))
+			fn(s.appendTierKey(nil, cand.Policy, i, pc.req.Tenant, pc.principal))
 		}
 	}
 }
@@ -517,33 +528,35 @@ var stepNames = [...]string{
 	policy.StepUnknownAny:     "unknown",
 }
 
-// tierLimits makes the limits of p's tiers for a call, with their shards
-// locked; false when a shard could not be taken (see errPolicyChanged).
-func (c *Ctx) tierLimits(p *policy.Policy, pc *policyCall, qty int64) ([]limit, bool) {
-	limits := make([]limit, len(p.Tiers))
-	for i, t := range p.Tiers {
-		key := c.srv.tierKey(p, i, pc.req.Tenant, pc.principal)
+// tierLimits fills limits with those of p's tiers for a call, with their
+// shards locked; false when a shard could not be taken (see
+// errPolicyChanged). The keys share one buffer.
+func (c *Ctx) tierLimits(limits []limit, t *policy.Table, p *policy.Policy, pc *policyCall, qty int64) bool {
+	keys := make([]byte, 0, len(p.Tiers)*(24+len(p.ID)+len(pc.req.Tenant)+len(pc.principal)))
+	for i, b := range t.Tiers(p) {
+		start := len(keys)
+		keys = c.srv.appendTierKey(keys, p, i, pc.req.Tenant, pc.principal)
+		key := keys[start:len(keys):len(keys)]
 		if !c.srv.store.Extend(&c.st.locks, key) {
-			return nil, false
+			return false
 		}
-		// The table holds only valid policies: Build cannot fail.
-		eng, gp, _ := t.Build()
-		limits[i] = limit{key: key, eng: eng, gp: gp, qty: qty}
-		if eng != nil {
-			limits[i].fam = familyOfEngine(eng.Kind())
+		limits[i] = limit{key: key, eng: b.Limiter, gp: b.GCRA, qty: qty}
+		if b.Limiter != nil {
+			limits[i].fam = familyOfEngine(b.Limiter.Kind())
 		}
 	}
-	return limits, true
+	return true
 }
 
 // explainPolicy answers THROTTLE.POLICY ... EXPLAIN.
 func explainPolicy(c *Ctx, pc *policyCall) {
-	endpoint, cands := c.srv.policies.Table().Resolve(pc.req)
+	t := c.srv.policies.Table()
+	endpoint, cands := t.Resolve(pc.req)
 	all := make([][]limit, len(cands))
 	for i, cand := range cands {
 		qty := pc.qty(cand.Policy)
-		limits, ok := c.tierLimits(cand.Policy, pc, qty)
-		if !ok {
+		limits := make([]limit, len(cand.Policy.Tiers))
+		if !c.tierLimits(limits, t, cand.Policy, pc, qty) {
 			c.W.Error(errPolicyChanged.Error())
 			return
 		}
@@ -588,7 +601,8 @@ func throttlePolicy(c *Ctx) {
 		explainPolicy(c, &pc)
 		return
 	}
-	endpoint, p := c.srv.policies.Table().Decide(pc.req)
+	t := c.srv.policies.Table()
+	endpoint, p := t.Decide(pc.req)
 	if p == nil {
 		c.W.Array(10)
 		c.W.Int(0)
@@ -603,8 +617,9 @@ func throttlePolicy(c *Ctx) {
 		return
 	}
 	qty := pc.qty(p)
-	limits, ok := c.tierLimits(p, &pc, qty)
-	if !ok {
+	var buf [policy.MaxTiers]limit
+	limits := buf[:len(p.Tiers)]
+	if !c.tierLimits(limits, t, p, &pc, qty) {
 		c.W.Error(errPolicyChanged.Error())
 		return
 	}
