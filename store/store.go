@@ -28,6 +28,8 @@ type Config struct {
 	// MaxMemory bounds the memory keys are accounted to use, in bytes (0: no
 	// bound); see evict.go and EntryOverhead.
 	MaxMemory int64
+	// Policy is what a write past the bounds does (default VolatileTTL).
+	Policy Policy
 }
 
 // DefaultConfig returns the default configuration: 16 databases, 256 shards.
@@ -51,6 +53,9 @@ func (c *Config) Validate() error {
 	if c.MaxKeys < 0 || c.MaxMemory < 0 {
 		return errors.Join(ErrBadConfig, errors.New("maxkeys and maxmemory must not be negative"))
 	}
+	if int(c.Policy) >= len(policyNames) {
+		return errors.Join(ErrBadConfig, errors.New("unknown eviction policy"))
+	}
 	return nil
 }
 
@@ -63,6 +68,7 @@ type Store struct {
 	dbs    int
 
 	maxKeys, maxMemory atomic.Int64
+	policy             atomic.Uint32 // a Policy
 
 	keys        atomic.Int64 // keys in every database, expired ones included until removed
 	memory      atomic.Int64 // accounted bytes of every key (see EntryOverhead)
@@ -187,6 +193,7 @@ func New(cfg Config) (*Store, error) {
 		evict:   make(chan struct{}, 1),
 		flushed: make([]bool, cfg.Databases),
 	}
+	s.policy.Store(uint32(cfg.Policy))
 	s.SetLimits(cfg.MaxKeys, cfg.MaxMemory)
 	for i := range s.shards {
 		s.shards[i].dbs = make([]map[string]*entry, cfg.Databases)
