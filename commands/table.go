@@ -31,6 +31,9 @@ const (
 	// SkipSlowlog commands are not logged in the SLOWLOG (EXEC: the
 	// commands it runs are, one by one).
 	SkipSlowlog
+	// DenyOOM commands may add memory: under maxmemory-policy noeviction
+	// they are refused once the store is over its bounds (Redis' denyoom).
+	DenyOOM
 )
 
 // Spec is one command.
@@ -236,17 +239,17 @@ var specs = []*Spec{
 
 	// string
 	{Name: "get", Arity: 2, Flags: ReadOnly | Fast, FirstKey: 1, LastKey: 1, Step: 1, Access: KeyRead, Categories: CatRead | CatString | CatFast, Group: "string", Summary: "Returns the string value of a key.", Run: get},
-	{Name: "set", Arity: -3, Flags: Write, FirstKey: 1, LastKey: 1, Step: 1, AccessFn: setAccess, Categories: CatWrite | CatString | CatSlow, Group: "string", Summary: "Sets the string value of a key, ignoring its type.", Run: set},
-	{Name: "setnx", Arity: 3, Flags: Write | Fast, FirstKey: 1, LastKey: 1, Step: 1, Access: KeyWrite, Categories: CatWrite | CatString | CatFast, Group: "string", Summary: "Set the string value of a key only when the key doesn't exist.", Run: setnx},
-	{Name: "setex", Arity: 4, Flags: Write, FirstKey: 1, LastKey: 1, Step: 1, Access: KeyWrite, Categories: CatWrite | CatString | CatSlow, Group: "string", Summary: "Sets the string value and expiration time of a key.", Run: setex},
-	{Name: "psetex", Arity: 4, Flags: Write, FirstKey: 1, LastKey: 1, Step: 1, Access: KeyWrite, Categories: CatWrite | CatString | CatSlow, Group: "string", Summary: "Sets both string value and expiration time in milliseconds of a key.", Run: psetex},
+	{Name: "set", Arity: -3, Flags: Write | DenyOOM, FirstKey: 1, LastKey: 1, Step: 1, AccessFn: setAccess, Categories: CatWrite | CatString | CatSlow, Group: "string", Summary: "Sets the string value of a key, ignoring its type.", Run: set},
+	{Name: "setnx", Arity: 3, Flags: Write | DenyOOM | Fast, FirstKey: 1, LastKey: 1, Step: 1, Access: KeyWrite, Categories: CatWrite | CatString | CatFast, Group: "string", Summary: "Set the string value of a key only when the key doesn't exist.", Run: setnx},
+	{Name: "setex", Arity: 4, Flags: Write | DenyOOM, FirstKey: 1, LastKey: 1, Step: 1, Access: KeyWrite, Categories: CatWrite | CatString | CatSlow, Group: "string", Summary: "Sets the string value and expiration time of a key.", Run: setex},
+	{Name: "psetex", Arity: 4, Flags: Write | DenyOOM, FirstKey: 1, LastKey: 1, Step: 1, Access: KeyWrite, Categories: CatWrite | CatString | CatSlow, Group: "string", Summary: "Sets both string value and expiration time in milliseconds of a key.", Run: psetex},
 	{Name: "getdel", Arity: 2, Flags: Write | Fast, FirstKey: 1, LastKey: 1, Step: 1, Access: KeyRead | KeyWrite, Categories: CatWrite | CatString | CatFast, Group: "string", Summary: "Returns the string value of a key after deleting the key.", Run: getdel},
 	{Name: "mget", Arity: -2, Flags: ReadOnly | Fast, FirstKey: 1, LastKey: -1, Step: 1, Access: KeyRead, Categories: CatRead | CatString | CatFast, Group: "string", Summary: "Atomically returns the string values of one or more keys.", Run: mget},
-	{Name: "mset", Arity: -3, Flags: Write, FirstKey: 1, LastKey: -1, Step: 2, Access: KeyWrite, Categories: CatWrite | CatString | CatSlow, Group: "string", Summary: "Atomically creates or modifies the string values of one or more keys.", Run: mset},
-	{Name: "incr", Arity: 2, Flags: Write | Fast, FirstKey: 1, LastKey: 1, Step: 1, Access: KeyRead | KeyWrite, Categories: CatWrite | CatString | CatFast, Group: "string", Summary: "Increments the integer value of a key by one.", Run: incr},
-	{Name: "incrby", Arity: 3, Flags: Write | Fast, FirstKey: 1, LastKey: 1, Step: 1, Access: KeyRead | KeyWrite, Categories: CatWrite | CatString | CatFast, Group: "string", Summary: "Increments the integer value of a key by a number.", Run: incrby},
-	{Name: "decr", Arity: 2, Flags: Write | Fast, FirstKey: 1, LastKey: 1, Step: 1, Access: KeyRead | KeyWrite, Categories: CatWrite | CatString | CatFast, Group: "string", Summary: "Decrements the integer value of a key by one.", Run: decr},
-	{Name: "decrby", Arity: 3, Flags: Write | Fast, FirstKey: 1, LastKey: 1, Step: 1, Access: KeyRead | KeyWrite, Categories: CatWrite | CatString | CatFast, Group: "string", Summary: "Decrements a number from the integer value of a key.", Run: decrby},
+	{Name: "mset", Arity: -3, Flags: Write | DenyOOM, FirstKey: 1, LastKey: -1, Step: 2, Access: KeyWrite, Categories: CatWrite | CatString | CatSlow, Group: "string", Summary: "Atomically creates or modifies the string values of one or more keys.", Run: mset},
+	{Name: "incr", Arity: 2, Flags: Write | DenyOOM | Fast, FirstKey: 1, LastKey: 1, Step: 1, Access: KeyRead | KeyWrite, Categories: CatWrite | CatString | CatFast, Group: "string", Summary: "Increments the integer value of a key by one.", Run: incr},
+	{Name: "incrby", Arity: 3, Flags: Write | DenyOOM | Fast, FirstKey: 1, LastKey: 1, Step: 1, Access: KeyRead | KeyWrite, Categories: CatWrite | CatString | CatFast, Group: "string", Summary: "Increments the integer value of a key by a number.", Run: incrby},
+	{Name: "decr", Arity: 2, Flags: Write | DenyOOM | Fast, FirstKey: 1, LastKey: 1, Step: 1, Access: KeyRead | KeyWrite, Categories: CatWrite | CatString | CatFast, Group: "string", Summary: "Decrements the integer value of a key by one.", Run: decr},
+	{Name: "decrby", Arity: 3, Flags: Write | DenyOOM | Fast, FirstKey: 1, LastKey: 1, Step: 1, Access: KeyRead | KeyWrite, Categories: CatWrite | CatString | CatFast, Group: "string", Summary: "Decrements a number from the integer value of a key.", Run: decrby},
 
 	// transactions
 	{Name: "multi", Arity: 1, Flags: NoScript | NoQueue | Fast, Categories: CatFast | CatTransaction, Group: "transactions", Summary: "Starts a transaction.", Run: multi},
@@ -257,12 +260,12 @@ var specs = []*Spec{
 
 	// rate limiting
 	{Name: "cl.throttle", Arity: -1, Flags: Write | Fast, FirstKey: 1, LastKey: 1, Step: 1, Access: KeyRead | KeyWrite, Categories: CatWrite | CatRatelimit | CatFast, Group: "throttle", Summary: "Applies the generic cell rate algorithm (redis-cell compatible).", Run: clThrottle},
-	{Name: "fwc.throttle", Arity: -4, Flags: Write | Fast, FirstKey: 1, LastKey: 1, Step: 1, Access: KeyRead | KeyWrite, Categories: CatWrite | CatRatelimit | CatFast, Group: "throttle", Summary: "Applies a fixed window counter.", Run: engineThrottle(famFWC)},
-	{Name: "swl.throttle", Arity: -4, Flags: Write, FirstKey: 1, LastKey: 1, Step: 1, Access: KeyRead | KeyWrite, Categories: CatWrite | CatRatelimit | CatSlow, Group: "throttle", Summary: "Applies a sliding window log.", Run: engineThrottle(famSWL)},
-	{Name: "swc.throttle", Arity: -4, Flags: Write | Fast, FirstKey: 1, LastKey: 1, Step: 1, Access: KeyRead | KeyWrite, Categories: CatWrite | CatRatelimit | CatFast, Group: "throttle", Summary: "Applies a sliding window counter.", Run: engineThrottle(famSWC)},
-	{Name: "tb.throttle", Arity: -5, Flags: Write | Fast, FirstKey: 1, LastKey: 1, Step: 1, Access: KeyRead | KeyWrite, Categories: CatWrite | CatRatelimit | CatFast, Group: "throttle", Summary: "Applies a token bucket.", Run: engineThrottle(famTB)},
-	{Name: "lb.throttle", Arity: -5, Flags: Write | Fast, FirstKey: 1, LastKey: 1, Step: 1, Access: KeyRead | KeyWrite, Categories: CatWrite | CatRatelimit | CatFast, Group: "throttle", Summary: "Applies a leaky bucket (as a queue).", Run: engineThrottle(famLB)},
-	{Name: "throttle.all", Arity: -5, Flags: Write, KeysFn: throttleAllKeys, Access: KeyRead | KeyWrite, Categories: CatWrite | CatRatelimit | CatSlow, Group: "throttle", Summary: "Checks several rate limits and consumes from all of them only if all allow.", Run: throttleAll},
+	{Name: "fwc.throttle", Arity: -4, Flags: Write | DenyOOM | Fast, FirstKey: 1, LastKey: 1, Step: 1, Access: KeyRead | KeyWrite, Categories: CatWrite | CatRatelimit | CatFast, Group: "throttle", Summary: "Applies a fixed window counter.", Run: engineThrottle(famFWC)},
+	{Name: "swl.throttle", Arity: -4, Flags: Write | DenyOOM, FirstKey: 1, LastKey: 1, Step: 1, Access: KeyRead | KeyWrite, Categories: CatWrite | CatRatelimit | CatSlow, Group: "throttle", Summary: "Applies a sliding window log.", Run: engineThrottle(famSWL)},
+	{Name: "swc.throttle", Arity: -4, Flags: Write | DenyOOM | Fast, FirstKey: 1, LastKey: 1, Step: 1, Access: KeyRead | KeyWrite, Categories: CatWrite | CatRatelimit | CatFast, Group: "throttle", Summary: "Applies a sliding window counter.", Run: engineThrottle(famSWC)},
+	{Name: "tb.throttle", Arity: -5, Flags: Write | DenyOOM | Fast, FirstKey: 1, LastKey: 1, Step: 1, Access: KeyRead | KeyWrite, Categories: CatWrite | CatRatelimit | CatFast, Group: "throttle", Summary: "Applies a token bucket.", Run: engineThrottle(famTB)},
+	{Name: "lb.throttle", Arity: -5, Flags: Write | DenyOOM | Fast, FirstKey: 1, LastKey: 1, Step: 1, Access: KeyRead | KeyWrite, Categories: CatWrite | CatRatelimit | CatFast, Group: "throttle", Summary: "Applies a leaky bucket (as a queue).", Run: engineThrottle(famLB)},
+	{Name: "throttle.all", Arity: -5, Flags: Write | DenyOOM, KeysFn: throttleAllKeys, Access: KeyRead | KeyWrite, Categories: CatWrite | CatRatelimit | CatSlow, Group: "throttle", Summary: "Checks several rate limits and consumes from all of them only if all allow.", Run: throttleAll},
 
 	// scripting
 	{Name: "eval", Arity: -3, Flags: Write | NoScript | Script, KeysFn: evalKeys, Access: KeyRead | KeyWrite, Categories: CatSlow | CatScripting, Group: "scripting", Summary: "Executes a server-side Lua script.", Run: eval},

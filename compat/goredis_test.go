@@ -759,7 +759,7 @@ func e2eGoRedisServer(t *testing.T, e *e2eGoRedisEnv) {
 	}
 	e2eEq(t, "CONFIG GET nosuch", len(e2eVal(t, c.ConfigGet(ctx, "nosuchparam"))), 0)
 	glob := e2eVal(t, c.ConfigGet(ctx, "max*"))
-	if glob["maxmemory"] != "0" || glob["maxmemory-policy"] != "noeviction" {
+	if glob["maxmemory"] != "0" || glob["maxmemory-policy"] != "volatile-ttl" {
 		t.Fatalf("CONFIG GET max* = %v", glob)
 	}
 	e2eWantRedisErr(t, "CONFIG SET nosuch", c.ConfigSet(ctx, "nosuchparam", "1").Err(),

@@ -1,7 +1,7 @@
 package store
 
 import (
-	"slices"
+	"errors"
 	"strings"
 )
 
@@ -60,18 +60,18 @@ var policyNames = []string{"volatile-ttl", "allkeys-lru", "noeviction"}
 // String returns the policy's Redis name.
 func (p Policy) String() string { return policyNames[p] }
 
-// ParsePolicy returns the policy with the Redis name name (case-insensitive).
-func ParsePolicy(name string) (Policy, bool) {
+// Set sets p to the policy with the Redis name name (case-insensitive);
+// with String it makes a Policy a flag.Value. Its error is the end of
+// Redis' CONFIG SET text for a value not in the list.
+func (p *Policy) Set(name string) error {
 	for i, n := range policyNames {
 		if strings.EqualFold(n, name) {
-			return Policy(i), true
+			*p = Policy(i)
+			return nil
 		}
 	}
-	return 0, false
+	return errors.New("argument(s) must be one of the following: " + strings.Join(policyNames, ", "))
 }
-
-// PolicyNames lists the Redis names of the policies the store can follow.
-func PolicyNames() []string { return slices.Clone(policyNames) }
 
 // SetPolicy changes the eviction policy; a store over its bounds under
 // NoEviction starts evicting at once when given another one.

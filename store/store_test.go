@@ -603,16 +603,20 @@ func TestEvict_NoEviction(t *testing.T) {
 	}
 }
 
-// TestParsePolicy: the Redis names, in any case; the others are refused.
-func TestParsePolicy(t *testing.T) {
-	for _, name := range PolicyNames() {
-		if p, ok := ParsePolicy(strings.ToUpper(name)); !ok || p.String() != name {
-			t.Errorf("ParsePolicy(%q) = %v, %v", name, p, ok)
+// TestPolicy_Set: the Redis names, in any case; the others are refused
+// with the names in the text.
+func TestPolicy_Set(t *testing.T) {
+	for _, name := range policyNames {
+		var p Policy
+		if err := p.Set(strings.ToUpper(name)); err != nil || p.String() != name {
+			t.Errorf("Set(%q): %v, %v", name, p, err)
 		}
 	}
 	for _, name := range []string{"allkeys-lfu", "volatile-lru", ""} {
-		if _, ok := ParsePolicy(name); ok {
-			t.Errorf("ParsePolicy(%q) accepted", name)
+		p := NoEviction
+		err := p.Set(name)
+		if err == nil || p != NoEviction || err.Error() != "argument(s) must be one of the following: volatile-ttl, allkeys-lru, noeviction" {
+			t.Errorf("Set(%q) = %v, %v", name, p, err)
 		}
 	}
 	if _, err := New(Config{Policy: Policy(9)}); err == nil {
