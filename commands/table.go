@@ -83,7 +83,11 @@ type Sub struct {
 	// Name is the lower-case name ("list" of "client|list").
 	Name       string
 	Categories Category
-	aclID      int
+	// Summary is shown by COMMAND DOCS for a subcommand Redis does not
+	// have (Redis' own text is shown for the others); the container's
+	// when empty.
+	Summary string
+	aclID   int
 }
 
 // KeyAccess is what a command does with its keys, which decides what an
@@ -190,6 +194,7 @@ var specs = []*Spec{
 		Subcommands: []Sub{
 			{Name: "count", Categories: CatSlow | CatConnection},
 			{Name: "docs", Categories: CatSlow | CatConnection},
+			{Name: "getkeys", Categories: CatSlow | CatConnection},
 			{Name: "help", Categories: CatSlow | CatConnection},
 			{Name: "info", Categories: CatSlow | CatConnection},
 			{Name: "list", Categories: CatSlow | CatConnection},

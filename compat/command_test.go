@@ -60,29 +60,40 @@ func TestCommandTable_Fixtures(t *testing.T) {
 // TestCommandTable_Live: for every command and subcommand throttled has
 // that Redis 7.0.15 has, COMMAND INFO and COMMAND DOCS answer as
 // redis-server does, in RESP2 and RESP3, except that a container lists only
-// the subcommands throttled has.
+// the subcommands throttled has. (Those Redis 7.0 lacks, such as CLIENT
+// SETINFO, are left out of the comparison.)
 func TestCommandTable_Live(t *testing.T) {
 	rd := startRedis(t, "")
 	th := servertest.Start(t, server.Config{}).Addr()
-	names := commandNames(t, th)
-	has := func(name string) bool { return slices.Contains(names, name) }
+	names, redisNames := commandNames(t, th), commandNames(t, rd)
+	has := func(name string) bool { return slices.Contains(names, name) && slices.Contains(redisNames, name) }
 	compared := 0
 	for _, name := range names {
 		for _, proto := range []int{2, 3} {
 			want := ask(t, rd, proto, "COMMAND", "INFO", name)
-			if want[1] == "  _" || want[1] == "  *-1" {
+			if want[1] == "  _" || want[1] == "  $-1" {
 				continue // throttled's own
 			}
 			compared++
-			want = filterChildren(sortedSubs(want), nthChild(want, 1, 9), func(sub []string) bool { return has(unquote(t, sub[1])) })
-			if got := ask(t, th, proto, "COMMAND", "INFO", name); !slices.Equal(got, want) {
+			keep := func(sub []string) bool { return has(unquote(t, sub[1])) }
+			want = filterChildren(sortedSubs(want), nthChild(want, 1, 9), keep)
+			got := ask(t, th, proto, "COMMAND", "INFO", name)
+			if got[1] != "  $-1" && got[1] != "  _" {
+				got = filterChildren(got, nthChild(got, 1, 9), keep)
+			}
+			if !slices.Equal(got, want) {
 				t.Errorf("RESP%d COMMAND INFO %s:\nredis:\n\t%s\nthrottled:\n\t%s", proto, name, strings.Join(want, "\n\t"), strings.Join(got, "\n\t"))
 			}
+			keepKey := func(key string) bool { return has(unquote(t, key)) }
 			want = sortedSubs(ask(t, rd, proto, "COMMAND", "DOCS", name))
 			if h := docsSubs(want); h > 0 {
-				want = filterPairs(want, h, func(key string) bool { return has(unquote(t, key)) })
+				want = filterPairs(want, h, keepKey)
 			}
-			if got := ask(t, th, proto, "COMMAND", "DOCS", name); !slices.Equal(got, want) {
+			got = ask(t, th, proto, "COMMAND", "DOCS", name)
+			if h := docsSubs(got); h > 0 {
+				got = filterPairs(got, h, keepKey)
+			}
+			if !slices.Equal(got, want) {
 				t.Errorf("RESP%d COMMAND DOCS %s:\nredis:\n\t%s\nthrottled:\n\t%s", proto, name, strings.Join(want, "\n\t"), strings.Join(got, "\n\t"))
 			}
 		}
