@@ -177,7 +177,7 @@ var specs = []*Spec{
 			{Name: "info", Categories: CatSlow | CatConnection},
 			{Name: "kill", Categories: CatAdmin | CatSlow | CatDangerous | CatConnection},
 			{Name: "list", Categories: CatAdmin | CatSlow | CatDangerous | CatConnection},
-			{Name: "setinfo", Categories: CatSlow | CatConnection},
+			{Name: "setinfo", Categories: CatSlow | CatConnection, Summary: "Sets information specific to the client or connection (as Redis 7.2)."},
 			{Name: "setname", Categories: CatSlow | CatConnection},
 		}, Run: client},
 
@@ -304,23 +304,23 @@ var specs = []*Spec{
 	// Raft replication (replication/raft answers it)
 	{Name: "raft", Arity: -2, Flags: NoScript | NoQueue, Categories: CatSlow, Group: "cluster", Summary: "A container for Raft replication commands.",
 		Subcommands: []Sub{
-			{Name: "announce", Categories: CatAdmin | CatSlow | CatDangerous},
-			{Name: "forward", Categories: CatAdmin | CatSlow | CatDangerous},
-			{Name: "help", Categories: CatSlow},
-			{Name: "join", Categories: CatAdmin | CatSlow | CatDangerous},
-			{Name: "leader", Categories: CatSlow},
-			{Name: "members", Categories: CatSlow},
-			{Name: "remove", Categories: CatAdmin | CatSlow | CatDangerous},
-			{Name: "snapshot", Categories: CatAdmin | CatSlow | CatDangerous},
-			{Name: "transfer", Categories: CatAdmin | CatSlow | CatDangerous},
+			{Name: "announce", Categories: CatAdmin | CatSlow | CatDangerous, Summary: "Records a member's RESP address (between members)."},
+			{Name: "forward", Categories: CatAdmin | CatSlow | CatDangerous, Summary: "Proposes a command to the leader (between members)."},
+			{Name: "help", Categories: CatSlow, Summary: "Shows helpful text about the different subcommands."},
+			{Name: "join", Categories: CatAdmin | CatSlow | CatDangerous, Summary: "Adds a voter to the Raft group."},
+			{Name: "leader", Categories: CatSlow, Summary: "Returns the leader's id and RESP address."},
+			{Name: "members", Categories: CatSlow, Summary: "Returns this node's view of the members."},
+			{Name: "remove", Categories: CatAdmin | CatSlow | CatDangerous, Summary: "Removes a member from the Raft group."},
+			{Name: "snapshot", Categories: CatAdmin | CatSlow | CatDangerous, Summary: "Has the leader write a snapshot."},
+			{Name: "transfer", Categories: CatAdmin | CatSlow | CatDangerous, Summary: "Hands leadership to another voter."},
 		}, Run: raftCmd},
 
 	// Active-active replication (replication/crdt answers it)
 	{Name: "crdt", Arity: -2, Flags: NoScript | NoQueue, Categories: CatSlow, Group: "cluster", Summary: "A container for active-active (CRDT) replication commands.",
 		Subcommands: []Sub{
-			{Name: "help", Categories: CatSlow},
-			{Name: "peer", Categories: CatAdmin | CatSlow | CatDangerous},
-			{Name: "peers", Categories: CatSlow},
+			{Name: "help", Categories: CatSlow, Summary: "Shows helpful text about the different subcommands."},
+			{Name: "peer", Categories: CatAdmin | CatSlow | CatDangerous, Summary: "Adds or removes a peer of the mesh."},
+			{Name: "peers", Categories: CatSlow, Summary: "Returns the mesh's peers."},
 		}, Run: crdtCmd},
 
 	// cluster and sentinel: answered as Redis does with cluster support off.
