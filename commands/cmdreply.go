@@ -266,6 +266,40 @@ func ownInfo(name string, sp *Spec, cats Category, subs []*reply) *reply {
 		integer(sp.Step), setOf(statuses(catNames)...), setOf(), setOf(ownKeySpecs(sp)...), subList)
 }
 
+// keyFlags returns the flags COMMAND GETKEYSANDFLAGS gives the keys of a
+// call whose access is access: those of the command's key spec (every
+// command throttled has holds one), or, where they depend on the
+// arguments (SET ... GET), those of access.
+func (e *entry) keyFlags(access KeyAccess) []string {
+	var flags []string
+	for _, f := range e.info.elems[8].elems[0].field("flags").elems {
+		switch f.text {
+		case "variable_flags":
+			if access&KeyRead != 0 {
+				return keyAccessFlags(access)
+			}
+			return []string{"OW", "update"}
+		case "incomplete":
+		default:
+			flags = append(flags, f.text)
+		}
+	}
+	return flags
+}
+
+// keyAccessFlags names a key access as key specs do.
+func keyAccessFlags(access KeyAccess) []string {
+	switch access {
+	case KeyRead | KeyWrite:
+		return []string{"RW", "access", "update"}
+	case KeyWrite:
+		return []string{"OW", "update"}
+	case KeyRead:
+		return []string{"RO", "access"}
+	}
+	return []string{"RO"}
+}
+
 // ownKeySpecs builds the key specs of one of throttled's commands from its
 // key positions and access, in Redis' shape: a key at fixed places is
 // found by index and range; one a KeysFn finds (THROTTLE.ALL's keys after
@@ -274,17 +308,7 @@ func ownKeySpecs(sp *Spec) []*reply {
 	if sp.FirstKey == 0 && sp.KeysFn == nil || sp.Access == KeyUnchecked {
 		return nil
 	}
-	var flags []string
-	switch sp.Access {
-	case KeyRead | KeyWrite:
-		flags = []string{"RW", "access", "update"}
-	case KeyWrite:
-		flags = []string{"OW", "update"}
-	case KeyRead:
-		flags = []string{"RO", "access"}
-	default:
-		flags = []string{"RO"}
-	}
+	flags := keyAccessFlags(sp.Access)
 	begin := mapOf(bulk("type"), bulk("unknown"), bulk("spec"), mapOf())
 	find := begin
 	if sp.KeysFn != nil {

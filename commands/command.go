@@ -47,12 +47,12 @@ func command(c *Ctx) {
 			c.W.BulkString(e.name)
 			e.docs.write(c.W)
 		}
-	case is(sub, "GETKEYS"):
+	case is(sub, "GETKEYS"), is(sub, "GETKEYSANDFLAGS"):
 		if len(c.Args) < 4 {
-			c.W.Error(wrongArity("command|getkeys"))
+			c.W.Error(wrongArity("command|" + strings.ToLower(string(sub))))
 			return
 		}
-		commandGetKeys(c, c.Args[2:])
+		commandGetKeys(c, c.Args[2:], is(sub, "GETKEYSANDFLAGS"))
 	case is(sub, "HELP"):
 		c.help("command", commandHelp)
 	default:
@@ -78,6 +78,8 @@ var commandHelp = []string{
 	"    commands are returned.",
 	"GETKEYS <full-command>",
 	"    Return the keys from a full Redis command.",
+	"GETKEYSANDFLAGS <full-command>",
+	"    Return the keys and the access flags from a full Redis command.",
 	"HELP",
 	"    Prints this help.",
 }
@@ -139,9 +141,9 @@ func commandList(c *Ctx) {
 	}
 }
 
-// commandGetKeys answers COMMAND GETKEYS for the command args, with Redis'
-// checks in Redis' order.
-func commandGetKeys(c *Ctx, args [][]byte) {
+// commandGetKeys answers COMMAND GETKEYS (GETKEYSANDFLAGS when withFlags)
+// for the command args, with Redis' checks in Redis' order.
+func commandGetKeys(c *Ctx, args [][]byte, withFlags bool) {
 	sp := c.srv.cmds.lookup(args[0])
 	if sp != nil && len(sp.Subcommands) > 0 && len(args) > 1 && sp.sub(args) < 0 {
 		sp = nil // an unknown subcommand is an unknown command
@@ -172,8 +174,21 @@ func commandGetKeys(c *Ctx, args [][]byte) {
 		c.W.Error("ERR Invalid arguments specified for command")
 		return
 	}
+	var flags []string
+	if withFlags {
+		flags = c.srv.findEntry([]byte(sp.Name)).keyFlags(sp.access(args))
+	}
 	c.W.Array(len(keys))
 	for _, k := range keys {
+		if !withFlags {
+			c.W.Bulk(k)
+			continue
+		}
+		c.W.Array(2)
 		c.W.Bulk(k)
+		c.W.Set(len(flags))
+		for _, f := range flags {
+			c.W.Status(f)
+		}
 	}
 }

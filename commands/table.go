@@ -195,6 +195,7 @@ var specs = []*Spec{
 			{Name: "count", Categories: CatSlow | CatConnection},
 			{Name: "docs", Categories: CatSlow | CatConnection},
 			{Name: "getkeys", Categories: CatSlow | CatConnection},
+			{Name: "getkeysandflags", Categories: CatSlow | CatConnection},
 			{Name: "help", Categories: CatSlow | CatConnection},
 			{Name: "info", Categories: CatSlow | CatConnection},
 			{Name: "list", Categories: CatSlow | CatConnection},
