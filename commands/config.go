@@ -90,12 +90,12 @@ func newSettings(s *Server) *settings {
 		busyThreshold(s, "lua-time-limit"),
 		// The policy only acts under a bound, which a Raft member or a
 		// mesh node refuses: there it may be set, and changes nothing.
-		{name: "maxmemory-policy", get: func() string { return s.store.Policy().String() }, set: func(v string) error {
-			var p store.Policy
+		{name: "maxmemory-policy", get: func() string { return s.store.EvictionPolicy().String() }, set: func(v string) error {
+			var p store.EvictionPolicy
 			if err := p.Set(v); err != nil {
 				return err
 			}
-			s.store.SetPolicy(p)
+			s.store.SetEvictionPolicy(p)
 			return nil
 		}},
 		// requirepass is the default user's password, as in Redis: setting

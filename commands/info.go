@@ -91,7 +91,7 @@ func (s *Server) infoSection(b []byte, sec string) []byte {
 		line("used_memory_scripts", scripts.Bytes)
 		line("maxmemory", maxMem)
 		line("maxmemory_human", memsize.Human(maxMem))
-		line("maxmemory_policy", s.store.Policy().String())
+		line("maxmemory_policy", s.store.EvictionPolicy().String())
 		line("keys", keys)
 		line("maxkeys", maxKeys)
 	case "persistence":

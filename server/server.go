@@ -67,6 +67,12 @@ type Config struct {
 	// RequirePass makes clients AUTH with this password: it is the default
 	// user's.
 	RequirePass string
+	// PolicySecret keys the hash a policy with a secret principal keeps in
+	// its keys; every member of a cluster or mesh needs the same one.
+	PolicySecret string
+	// PolicyFile is the YAML file of rate-limit policies: a single node and
+	// a mesh node load it at start; POLICY RELOAD reads it again.
+	PolicyFile string
 	// ACLFile is the file of ACL users, read at start (it must exist and
 	// load) and by ACL LOAD, written by ACL SAVE; empty keeps users in
 	// memory only.
@@ -86,7 +92,7 @@ type Config struct {
 	// MaxMemoryPolicy is what a write past those bounds does: evict
 	// (store.VolatileTTL, the default, or store.AllKeysLRU) or, under
 	// store.NoEviction, be refused as Redis refuses it.
-	MaxMemoryPolicy store.Policy
+	MaxMemoryPolicy store.EvictionPolicy
 	// Dir is the data folder (Pebble); empty runs purely in memory.
 	Dir string
 	// AppendFsync is the fsync policy for Dir: always, everysec (default)
@@ -174,7 +180,7 @@ func Start(cfg Config) (*Node, error) {
 			return nil, err
 		}
 	}
-	st, err := store.New(store.Config{Databases: cfg.Databases, MaxKeys: cfg.MaxKeys, MaxMemory: cfg.MaxMemory, Policy: cfg.MaxMemoryPolicy})
+	st, err := store.New(store.Config{Databases: cfg.Databases, MaxKeys: cfg.MaxKeys, MaxMemory: cfg.MaxMemory, EvictionPolicy: cfg.MaxMemoryPolicy})
 	if err != nil {
 		return nil, err
 	}
@@ -212,6 +218,8 @@ func Start(cfg Config) (*Node, error) {
 		Clock:         clk,
 		Manual:        manual,
 		RequirePass:   cfg.RequirePass,
+		PolicySecret:  cfg.PolicySecret,
+		PolicyFile:    cfg.PolicyFile,
 		ProtectedMode: !cfg.NoProtectedMode,
 		Clients:       cfg.Clients,
 		Port:          listenPort(n.lns),
@@ -260,6 +268,13 @@ func Start(cfg Config) (*Node, error) {
 			n.closeListeners()
 			closePersistence(pdb)
 			return nil, err
+		}
+	}
+	if cfg.PolicyFile != "" && cfg.Raft == nil {
+		// A Raft member's policies come from the log: POLICY RELOAD, sent
+		// to any member, puts its file there.
+		if _, err := cmds.LoadPolicyFile(); err != nil {
+			return fail(err)
 		}
 	}
 	n.net = resp.NewServer(resp.Config{

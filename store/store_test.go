@@ -552,7 +552,7 @@ func BenchmarkSampleExpire(b *testing.B) {
 // TestEvict_AllKeysLRU: under allkeys-lru an expiry does not matter: the
 // least recently used key goes first.
 func TestEvict_AllKeysLRU(t *testing.T) {
-	s, err := New(Config{Shards: 1, MaxKeys: 3, Policy: AllKeysLRU})
+	s, err := New(Config{Shards: 1, MaxKeys: 3, EvictionPolicy: AllKeysLRU})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -572,7 +572,7 @@ func TestEvict_AllKeysLRU(t *testing.T) {
 // is evicted (not even by the background evictor) and OutOfMemory says so;
 // another policy set afterwards evicts back under the bounds.
 func TestEvict_NoEviction(t *testing.T) {
-	s, err := New(Config{Shards: 4, MaxKeys: 10, Policy: NoEviction})
+	s, err := New(Config{Shards: 4, MaxKeys: 10, EvictionPolicy: NoEviction})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -592,9 +592,9 @@ func TestEvict_NoEviction(t *testing.T) {
 		t.Fatal("the background evictor was woken under noeviction")
 	default:
 	}
-	s.SetPolicy(VolatileTTL)
-	if s.OutOfMemory() || s.Policy().String() != "volatile-ttl" {
-		t.Fatalf("after SetPolicy(VolatileTTL): OutOfMemory %v, policy %s", s.OutOfMemory(), s.Policy())
+	s.SetEvictionPolicy(VolatileTTL)
+	if s.OutOfMemory() || s.EvictionPolicy().String() != "volatile-ttl" {
+		t.Fatalf("after SetEvictionPolicy(VolatileTTL): OutOfMemory %v, policy %s", s.OutOfMemory(), s.EvictionPolicy())
 	}
 	<-s.evict
 	s.evictAll(t0)
@@ -603,11 +603,11 @@ func TestEvict_NoEviction(t *testing.T) {
 	}
 }
 
-// TestPolicy_Set: the Redis names, in any case; the others are refused
+// TestEvictionPolicy_Set: the Redis names, in any case; the others are refused
 // with the names in the text.
-func TestPolicy_Set(t *testing.T) {
+func TestEvictionPolicy_Set(t *testing.T) {
 	for _, name := range policyNames {
-		var p Policy
+		var p EvictionPolicy
 		if err := p.Set(strings.ToUpper(name)); err != nil || p.String() != name {
 			t.Errorf("Set(%q): %v, %v", name, p, err)
 		}
@@ -619,7 +619,57 @@ func TestPolicy_Set(t *testing.T) {
 			t.Errorf("Set(%q) = %v, %v", name, p, err)
 		}
 	}
-	if _, err := New(Config{Policy: Policy(9)}); err == nil {
+	if _, err := New(Config{EvictionPolicy: EvictionPolicy(9)}); err == nil {
 		t.Error("New accepted an unknown policy")
+	}
+}
+
+// TestEvict_NeverSystem: eviction never takes a key of the system
+// database, however full the store, and flushes of the clients' databases
+// (FLUSHALL) leave it; the watch hears its writes and removal.
+func TestEvict_NeverSystem(t *testing.T) {
+	s, err := New(Config{Shards: 1, MaxKeys: 6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var heard []string
+	s.SetSystemWatch(func(key []byte, v Value, present bool) {
+		heard = append(heard, fmt.Sprintf("%s=%s,%v", key, v.Bytes, present))
+	})
+	all := &LockSet{}
+	all.AddAll()
+	write := func(fn func(tx Tx)) {
+		s.Lock(all)
+		defer s.Unlock(all)
+		fn(s.Tx(t0))
+	}
+	write(func(tx Tx) {
+		for i := range 5 {
+			// With an expiry, which eviction would take first (a mesh
+			// keeps a deleted policy's tombstone so).
+			tx.Put(s.SystemDB(), []byte(fmt.Sprint("p", i)), Value{Kind: KindString, Bytes: []byte("x")}, t0/1e6+1e6)
+		}
+	})
+	for i := range 100 {
+		write(func(tx Tx) { tx.Put(0, []byte(fmt.Sprint(i)), IntValue(int64(i)), 0) })
+		s.evictAll(t0)
+	}
+	write(func(tx Tx) {
+		if got := tx.DBSize(s.SystemDB()); got != 5 {
+			t.Errorf("system database holds %d keys after the flood, want 5", got)
+		}
+		if keys, _ := s.Usage(); keys > 6 {
+			t.Errorf("%d keys, over MaxKeys 6", keys)
+		}
+		for db := range s.Databases() {
+			tx.Flush(db)
+		}
+		if got := tx.DBSize(s.SystemDB()); got != 5 {
+			t.Errorf("system database holds %d keys after FLUSHALL's flushes, want 5", got)
+		}
+		tx.Delete(s.SystemDB(), []byte("p0"))
+	})
+	if len(heard) != 6 || heard[0] != "p0=x,true" || heard[5] != "p0=,false" {
+		t.Errorf("the watch heard %q", heard)
 	}
 }

@@ -59,7 +59,8 @@ func TestConfigFile(t *testing.T) {
 // TestRun_Version: --version and -v print one line in redis-server's
 // shape, with redis-server's fields in redis-server's order, and exit 0.
 func TestRun_Version(t *testing.T) {
-	line := regexp.MustCompile(`^throttled server v=0\.1\.0 redis=7\.0\.15 sha=[0-9a-f]{8}:[01] go=go[^ ]+ bits=(32|64) build=[0-9a-f]+\n$`)
+	line := regexp.MustCompile(`^throttled server v=` + regexp.QuoteMeta(commands.Version) +
+		` redis=7\.0\.15 sha=[0-9a-f]{8}:[01] go=go[^ ]+ bits=(32|64) build=[0-9a-f]+\n$`)
 	var out bytes.Buffer
 	for _, arg := range []string{"-v", "--version"} {
 		out.Reset()
@@ -375,7 +376,7 @@ func TestMaxMemoryPolicy(t *testing.T) {
 		t.Fatalf("flag: %v, %v; want noeviction", cfg.MaxMemoryPolicy, err)
 	}
 	path := filepath.Join(t.TempDir(), "t.conf")
-	for conf, want := range map[string]store.Policy{"maxmemory-policy allkeys-lru\n": store.AllKeysLRU, "maxmemory-policy noeviction\n": store.NoEviction} {
+	for conf, want := range map[string]store.EvictionPolicy{"maxmemory-policy allkeys-lru\n": store.AllKeysLRU, "maxmemory-policy noeviction\n": store.NoEviction} {
 		if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
 			t.Fatal(err)
 		}
