@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -289,6 +290,10 @@ func (s *Server) ServeRESP(c *resp.Conn, args [][]byte) {
 		s.reject(c, st, spec, scripting.ReplyBusy)
 		return
 	}
+	if s.store.OutOfMemory() && refusedOnOOM(st, spec) {
+		s.reject(c, st, spec, errOOM)
+		return
+	}
 	if spec.Flags&Write != 0 && s.cfg.Persistence != nil {
 		if err := s.cfg.Persistence.Err(); err != nil {
 			s.reject(c, st, spec, "MISCONF Errors writing to the data folder, so writes are refused: "+err.Error())
@@ -322,6 +327,23 @@ func (s *Server) ServeRESP(c *resp.Conn, args [][]byte) {
 	now := s.instant(start)
 	c.Touch(spec.fullName(args), now)
 	s.execute(c, &c.W, st, spec, args, now, start)
+}
+
+// refusedOnOOM reports whether spec is refused while the store is over its
+// bounds under maxmemory-policy noeviction, as Redis' processCommand
+// decides: a DenyOOM command, EXEC of a transaction that queued one, and
+// inside MULTI anything but EXEC, DISCARD, QUIT and RESET, since queuing
+// takes memory too. (A script's own OOM rules are in runScript.)
+func refusedOnOOM(st *connState, spec *Spec) bool {
+	switch {
+	case spec.Flags&DenyOOM != 0:
+		return true
+	case spec.Name == "exec":
+		return st.multi != nil && slices.ContainsFunc(st.multi.specs, func(sp *Spec) bool { return sp.Flags&DenyOOM != 0 })
+	case st.multi != nil:
+		return spec.Name != "discard" && spec.Name != "quit" && spec.Name != "reset"
+	}
+	return false
 }
 
 // instant is the instant of a command dispatched at start: start itself
