@@ -49,6 +49,9 @@ type policyRegistry struct {
 	dirty atomic.Bool
 
 	table atomic.Pointer[policy.Table]
+	// loading counts POLICY LOADs writing the set: meanwhile the table is
+	// not rebuilt, so no decision sees half of a new set.
+	loading atomic.Int32
 
 	statsMu sync.Mutex // guards stats
 	// stats are each policy's decision counters, kept while the policy is
@@ -147,7 +150,7 @@ func (r *policyRegistry) watch(key []byte, v store.Value, present bool) {
 
 // Table is the current policy table, built again if the policies changed.
 func (r *policyRegistry) Table() *policy.Table {
-	if !r.dirty.Load() {
+	if !r.dirty.Load() || r.loading.Load() > 0 {
 		return r.table.Load()
 	}
 	r.mu.Lock()
@@ -347,6 +350,8 @@ func (c *Ctx) loadPolicies(text []byte) (int, string) {
 		return 0, "ERR invalid policy file: " + strings.TrimPrefix(err.Error(), policy.ErrInvalid.Error()+": ")
 	}
 	old := c.srv.policies.Table()
+	c.srv.policies.loading.Add(1)
+	defer c.srv.policies.loading.Add(-1)
 	c.inDB(c.srv.store.SystemDB(), func() {
 		keep := map[string]bool{}
 		for i := range ps {
@@ -495,13 +500,16 @@ func (s *Server) appendTierKey(k []byte, p *policy.Policy, tier int, tenant stri
 }
 
 // policyLocks finds the keys THROTTLE.POLICY will use, from the table as
-// it is now, for the shard locks.
-func (s *Server) policyLocks(args [][]byte, fn func(key []byte)) {
+// it is now, for the shard locks, and keeps that table for its Run: the
+// call is decided by the table its keys came from, whatever changed while
+// it waited for them.
+func (s *Server) policyLocks(st *connState, args [][]byte, fn func(key []byte)) {
+	t := s.policies.Table()
+	st.policies = t
 	pc, errText := parsePolicyCall(args)
 	if errText != "" {
 		return
 	}
-	t := s.policies.Table()
 	if !pc.explain {
 		if _, p := t.Decide(pc.req); p != nil {
 			var buf [128]byte
@@ -549,8 +557,7 @@ func (c *Ctx) tierLimits(limits []limit, t *policy.Table, p *policy.Policy, pc *
 }
 
 // explainPolicy answers THROTTLE.POLICY ... EXPLAIN.
-func explainPolicy(c *Ctx, pc *policyCall) {
-	t := c.srv.policies.Table()
+func explainPolicy(c *Ctx, t *policy.Table, pc *policyCall) {
 	endpoint, cands := t.Resolve(pc.req)
 	all := make([][]limit, len(cands))
 	for i, cand := range cands {
@@ -597,11 +604,14 @@ func throttlePolicy(c *Ctx) {
 		c.W.Error(errText)
 		return
 	}
+	t := c.st.policies
+	if t == nil { // not through Spec.Locks (cannot happen today)
+		t = c.srv.policies.Table()
+	}
 	if pc.explain {
-		explainPolicy(c, &pc)
+		explainPolicy(c, t, &pc)
 		return
 	}
-	t := c.srv.policies.Table()
 	endpoint, p := t.Decide(pc.req)
 	if p == nil {
 		c.W.Array(10)

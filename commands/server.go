@@ -3,6 +3,7 @@ package commands
 import (
 	"errors"
 	"fmt"
+	"github.com/throttleddb/throttled/policy"
 	"log/slog"
 	"os"
 	"slices"
@@ -219,6 +220,9 @@ type connState struct {
 	ctx Ctx
 	// script runs the commands of the connection's Lua scripts.
 	script scriptCall
+	// policies is the policy table THROTTLE.POLICY found its keys in
+	// (Spec.Locks), which its Run decides by (policy.go).
+	policies *policy.Table
 }
 
 type multiState struct {
@@ -363,7 +367,7 @@ func (s *Server) instant(start time.Time) int64 {
 // start, before it waits for its locks (see run).
 func (s *Server) execute(c *resp.Conn, w *resp.Writer, st *connState, spec *Spec, args [][]byte, now int64, start time.Time) {
 	st.locks.Reset()
-	s.addLocks(&st.locks, spec, args)
+	s.addLocks(&st.locks, st, spec, args)
 	s.store.Lock(&st.locks)
 	if s.mesh != nil {
 		// Read with the locks held: see Mesh.Now.
@@ -375,14 +379,14 @@ func (s *Server) execute(c *resp.Conn, w *resp.Writer, st *connState, spec *Spec
 	s.store.Unlock(&st.locks)
 }
 
-// addLocks adds the shards spec needs for args to l.
-func (s *Server) addLocks(l *store.LockSet, spec *Spec, args [][]byte) {
+// addLocks adds the shards spec needs for args to l, for the connection st.
+func (s *Server) addLocks(l *store.LockSet, st *connState, spec *Spec, args [][]byte) {
 	if spec.allKeys(args) {
 		l.AddAll()
 		return
 	}
 	if spec.Locks != nil {
-		spec.Locks(s, args, func(k []byte) { l.Add(s.store, k) })
+		spec.Locks(s, st, args, func(k []byte) { l.Add(s.store, k) })
 	}
 	if spec.KeysFn != nil {
 		spec.KeysFn(args, func(k []byte) { l.Add(s.store, k) })

@@ -53,7 +53,7 @@ type Spec struct {
 	// not the arguments, names them: THROTTLE.POLICY's tiers' keys come
 	// from the policy table. They are locked as KeysFn's are, but are not
 	// the call's keys for ACL patterns or COMMAND GETKEYS.
-	Locks func(s *Server, args [][]byte, fn func(key []byte))
+	Locks func(s *Server, st *connState, args [][]byte, fn func(key []byte))
 	// Prepare turns a call into the one that is logged and run, on the node
 	// the client asked, before it is queued, proposed or run: POLICY
 	// RELOAD reads the policy file there and becomes POLICY LOAD with its
