@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -71,17 +72,40 @@ type nginxConfig struct {
 	lua   string            // folder whose *.lua files go to <prefix>/lua
 	subst map[string]string // text in conf to replace (each must occur)
 	env   []string          // added to the environment
+	// errorsExpected: the test reads the error log itself (errors), which
+	// then need not be free of errors.
+	errorsExpected bool
 }
 
 // nginxServer is a running nginx.
 type nginxServer struct {
 	url string // http://127.0.0.1:port
+	dir string // its prefix: error.log is there
+}
+
+// nginxErrorLevels are the error log levels a test looks for.
+var nginxErrorLevels = []string{"[error]", "[crit]", "[alert]", "[emerg]"}
+
+// errors returns the error log's lines at level error or above so far.
+func (s *nginxServer) errors() []string {
+	b, _ := os.ReadFile(filepath.Join(s.dir, "error.log"))
+	var out []string
+	for line := range strings.Lines(string(b)) {
+		for _, level := range nginxErrorLevels {
+			if strings.Contains(line, level) {
+				out = append(out, strings.TrimSpace(line))
+				break
+			}
+		}
+	}
+	return out
 }
 
 // nginxStart runs nginx for the test, its prefix a temp dir, and waits until
 // it accepts connections on listen (a "127.0.0.1:port" that cfg.subst puts
-// in the configuration). It is stopped when the test ends; then its error
-// log must hold no [error], [crit], [alert] or [emerg] line.
+// in the configuration). It is stopped when the test ends; then, unless
+// cfg.errorsExpected, its error log must hold no [error], [crit], [alert]
+// or [emerg] line.
 func nginxStart(t *testing.T, bin, listen string, cfg nginxConfig) *nginxServer {
 	t.Helper()
 	dir := t.TempDir()
@@ -131,6 +155,7 @@ func nginxStart(t *testing.T, bin, listen string, cfg nginxConfig) *nginxServer 
 		_ = cmd.Wait()
 		close(done)
 	}()
+	srv := &nginxServer{url: "http://" + listen, dir: dir}
 	errorLog := func() string {
 		b, _ := os.ReadFile(filepath.Join(dir, "error.log"))
 		return string(b)
@@ -144,16 +169,13 @@ func nginxStart(t *testing.T, bin, listen string, cfg nginxConfig) *nginxServer 
 			<-done
 			t.Errorf("nginx did not exit within 5s of SIGQUIT; killed")
 		}
-		log := errorLog()
-		for _, line := range strings.Split(log, "\n") {
-			for _, level := range []string{"[error]", "[crit]", "[alert]", "[emerg]"} {
-				if strings.Contains(line, level) {
-					t.Errorf("nginx error log: %s", line)
-				}
+		if !cfg.errorsExpected {
+			for _, line := range srv.errors() {
+				t.Errorf("nginx error log: %s", line)
 			}
 		}
 		if t.Failed() {
-			t.Logf("nginx output:\n%s\nnginx error.log:\n%s", out.String(), log)
+			t.Logf("nginx output:\n%s\nnginx error.log:\n%s", out.String(), errorLog())
 		}
 	})
 
@@ -174,7 +196,7 @@ func nginxStart(t *testing.T, bin, listen string, cfg nginxConfig) *nginxServer 
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	return &nginxServer{url: "http://" + listen}
+	return srv
 }
 
 // nginxFreeAddr returns a free loopback address.
@@ -311,10 +333,10 @@ func (a *nginxAdmin) wantCalls(t *testing.T, before map[string]int, want string,
 
 func nginxBulk(s string) string { return fmt.Sprintf("$%d\r\n%s\r\n", len(s), s) }
 
-// TestNginxGateway runs examples/openresty against a node with a password and
-// checks the exact sequence on the debug clock: the burst passes, the next
-// request gets 429 with the right Retry-After, and passes again once the
-// clock has moved on.
+// TestNginxGateway runs examples/openresty against a node with a password,
+// logged in as the user its README's ACL recipe makes, and checks the exact
+// sequence on the debug clock: the burst passes, the next request gets 429
+// with the right Retry-After, and passes again once the clock has moved on.
 func TestNginxGateway(t *testing.T) {
 	bin := nginxLook(t)
 	t.Parallel()
@@ -322,9 +344,10 @@ func TestNginxGateway(t *testing.T) {
 }
 
 func testNginxGateway(t *testing.T, bin string, start e2eStart) {
-	const pass = "gw-s3cret"
+	const pass, userPass = "gw-s3cret", "openresty-pw"
 	node := start(t, server.Config{RequirePass: pass})
 	admin := nginxDialAdmin(t, node, pass)
+	admin.want(t, "+OK\r\n", gatewayRecipe(t, "../examples/openresty/README.md", "openresty", userPass)...)
 	host, port, err := net.SplitHostPort(node.Addr())
 	if err != nil {
 		t.Fatal(err)
@@ -337,7 +360,8 @@ func testNginxGateway(t *testing.T, bin string, start e2eStart) {
 			"127.0.0.1:8080": listen,
 			"127.0.0.1:8081": upstream,
 		},
-		env: []string{"THROTTLED_HOST=" + host, "THROTTLED_PORT=" + port, "THROTTLED_PASSWORD=" + pass},
+		env: []string{"THROTTLED_HOST=" + host, "THROTTLED_PORT=" + port,
+			"THROTTLED_USERNAME=openresty", "THROTTLED_PASSWORD=" + userPass},
 	})
 	before := admin.calls(t)
 
@@ -394,13 +418,117 @@ func testNginxGateway(t *testing.T, bin string, start e2eStart) {
 	// One AUTH on nginx's one pooled connection (database 0: no SELECT),
 	// then cl.throttle, sent lower-case, for every request.
 	admin.wantCalls(t, before, fmt.Sprintf("auth=1 select=0 cl.throttle=%d", len(steps)+1), "auth", "select", "cl.throttle")
-	if got := len(admin.clients(t)); got != 2 {
-		t.Errorf("CLIENT LIST: got %d connections, want 2 (ours and nginx's pooled one)", got)
+	var users []string
+	for _, l := range admin.clients(t) {
+		users = append(users, e2eField(l, "user"))
+	}
+	if slices.Sort(users); !slices.Equal(users, []string{"default", "openresty"}) {
+		t.Errorf("CLIENT LIST users: got %q, want ours (default) and nginx's pooled one (openresty)", users)
 	}
 	// An unthrottled location carries no RateLimit header.
 	if r := nginxGet(t, ngx.url+"/healthz"); r.status != 200 || r.header.Get("RateLimit") != "" {
 		t.Errorf("/healthz: got %d RateLimit %q, want 200 and none", r.status, r.header.Get("RateLimit"))
 	}
+}
+
+// TestNginxGatewayFailure runs examples/openresty when throttled gives no
+// decision: an error reply (the gateway logs in as a user whose rules leave
+// out its keys: NOPERM) or no server on the port. 20 requests of one client,
+// more than the limit of 16: with $throttle_fail_open off, or unset, every
+// one gets 503; with on, every one reaches the upstream, without RateLimit
+// headers; either way each one logs the error and what was done. A value
+// other than on or off answers 500 even while throttled works.
+func TestNginxGatewayFailure(t *testing.T) {
+	bin := nginxLook(t)
+	t.Parallel()
+	const pass = "gw-s3cret"
+	node := e2eNode(t, server.Config{RequirePass: pass})
+	// The example logs in as default (AUTH <password>), here given the old
+	// recipe: the keys it may name start with ratelimit:, the example's
+	// with api:.
+	admin := nginxDialAdmin(t, node, pass)
+	admin.want(t, "+OK\r\n", append([]string{"ACL", "SETUSER", "default", "resetkeys"}, gatewayOldRecipe...)...)
+	host, port, err := net.SplitHostPort(node.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadHost, deadPort, err := net.SplitHostPort(gatewayDeadAddr(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stores := []struct {
+		name string
+		env  []string
+		err  string // in the log line
+	}{
+		{"error reply", []string{"THROTTLED_HOST=" + host, "THROTTLED_PORT=" + port, "THROTTLED_PASSWORD=" + pass},
+			"CL.THROTTLE api:alice: NOPERM this user has no permissions to access one of the keys used as arguments"},
+		{"unreachable", []string{"THROTTLED_HOST=" + deadHost, "THROTTLED_PORT=" + deadPort},
+			"connect: connection refused"},
+	}
+	const setting = "set $throttle_fail_open on;" // as nginx.conf ships
+	modes := []struct {
+		name, setting string
+		status        int
+		log           string
+	}{
+		{"fail_open off", "set $throttle_fail_open off;", 503, "(failing closed: 503)"},
+		{"fail_open unset", "", 503, "(failing closed: 503)"},
+		{"fail_open on", setting, 200, "(failing open: request let through)"},
+	}
+	for _, store := range stores {
+		for _, mode := range modes {
+			t.Run(store.name+"/"+mode.name, func(t *testing.T) {
+				t.Parallel()
+				listen, upstream := nginxFreeAddr(t), nginxFreeAddr(t)
+				ngx := nginxStart(t, bin, listen, nginxConfig{
+					conf:           "../examples/openresty/nginx.conf",
+					lua:            "../examples/openresty/lua",
+					subst:          map[string]string{"127.0.0.1:8080": listen, "127.0.0.1:8081": upstream, setting: mode.setting},
+					env:            store.env,
+					errorsExpected: true,
+				})
+				const n = 20
+				for i := range n {
+					r := nginxGet(t, ngx.url+"/api/hello", "X-API-Key", "alice")
+					if r.status != mode.status || r.header.Get("RateLimit") != "" || r.header.Get("RateLimit-Policy") != "" {
+						t.Errorf("request %d: got %d RateLimit %q RateLimit-Policy %q, want %d and no RateLimit headers (body %q)",
+							i, r.status, r.header.Get("RateLimit"), r.header.Get("RateLimit-Policy"), mode.status, r.body)
+					}
+					if mode.status == 200 && r.body != "hello from the upstream: /api/hello\n" {
+						t.Errorf("request %d: body %q, want the upstream's", i, r.body)
+					}
+				}
+				lines := ngx.errors()
+				if got := gatewayCount(lines, "throttled_gateway: "+store.err+" "+mode.log); got != n {
+					t.Errorf("error log: %d lines with %q and %q, want %d:\n%s", got, store.err, mode.log, n, strings.Join(lines, "\n"))
+				}
+			})
+		}
+	}
+
+	t.Run("fail_open misspelt", func(t *testing.T) {
+		t.Parallel()
+		node := e2eNode(t, server.Config{})
+		host, port, err := net.SplitHostPort(node.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		listen, upstream := nginxFreeAddr(t), nginxFreeAddr(t)
+		ngx := nginxStart(t, bin, listen, nginxConfig{
+			conf:           "../examples/openresty/nginx.conf",
+			lua:            "../examples/openresty/lua",
+			subst:          map[string]string{"127.0.0.1:8080": listen, "127.0.0.1:8081": upstream, setting: "set $throttle_fail_open yes;"},
+			env:            []string{"THROTTLED_HOST=" + host, "THROTTLED_PORT=" + port},
+			errorsExpected: true,
+		})
+		if r := nginxGet(t, ngx.url+"/api/hello"); r.status != 500 {
+			t.Errorf("got %d, want 500", r.status)
+		}
+		if lines := ngx.errors(); gatewayCount(lines, "$throttle_fail_open must be on or off, not yes") != 1 {
+			t.Errorf("error log: want one line naming the bad value:\n%s", strings.Join(lines, "\n"))
+		}
+	})
 }
 
 // kongStep is one request to the Kong shim and the headers Kong would send.

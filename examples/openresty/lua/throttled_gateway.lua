@@ -21,11 +21,18 @@
 --
 -- Where throttled is, from the environment (list these with nginx's `env`
 -- directive): THROTTLED_HOST (127.0.0.1), THROTTLED_PORT (6379),
--- THROTTLED_PASSWORD (none), THROTTLED_DB (0), THROTTLED_TIMEOUT_MS (1000).
+-- THROTTLED_USERNAME (none), THROTTLED_PASSWORD (none), THROTTLED_DB (0),
+-- THROTTLED_TIMEOUT_MS (1000). With a password the connection logs in with
+-- AUTH <password>, or AUTH <username> <password> when a username is set.
 -- Connections are pooled (set_keepalive); AUTH and SELECT are sent only on a
--- new connection, as Kong's plugins do. If throttled cannot be reached the
--- request is let through and an error is logged ("fail open", as Kong's
--- fault_tolerant default), unless $throttle_fail_open is "off": then 503.
+-- new connection, as Kong's plugins do.
+--
+-- When throttled gives no decision (it cannot be reached, or it answers an
+-- error such as NOPERM or a reply that is not CL.THROTTLE's), the error is
+-- logged and $throttle_fail_open decides: "on" lets the request through
+-- (fail open), "off" answers 503 (fail closed). Left unset it fails closed:
+-- a request passes unlimited only where the operator chose that. Any other
+-- value is a mistake: every request gets 500 and the error is logged.
 
 -- OpenResty ships lua-resty-redis as resty.redis; Debian's lua-nginx-redis
 -- installs the same library as nginx.redis.
@@ -51,6 +58,7 @@ end
 local conf = {
   host = env("THROTTLED_HOST", "127.0.0.1"),
   port = tonumber(env("THROTTLED_PORT", "6379")),
+  username = env("THROTTLED_USERNAME", nil),
   password = env("THROTTLED_PASSWORD", nil),
   db = tonumber(env("THROTTLED_DB", "0")),
   timeout = tonumber(env("THROTTLED_TIMEOUT_MS", "1000")),
@@ -74,7 +82,12 @@ local function connect()
   end
   if times == 0 then
     if conf.password then
-      local ok, err = red:auth(conf.password)
+      local ok, err
+      if conf.username then
+        ok, err = red:auth(conf.username, conf.password)
+      else
+        ok, err = red:auth(conf.password)
+      end
       if not ok then
         red:close()
         return nil, "auth: " .. err
@@ -89,6 +102,20 @@ local function connect()
     end
   end
   return red
+end
+
+-- is_decision tells whether res has the shape of a CL.THROTTLE reply: five
+-- integers, the first 0 (allowed) or 1 (limited).
+local function is_decision(res)
+  if type(res) ~= "table" or #res ~= 5 then
+    return false
+  end
+  for i = 1, 5 do
+    if type(res[i]) ~= "number" then
+      return false
+    end
+  end
+  return res[1] == 0 or res[1] == 1
 end
 
 -- throttle runs CL.THROTTLE key burst count period 1 and returns its reply
@@ -106,10 +133,14 @@ local function throttle(key, burst, count, period)
     red:close()
     return nil, err
   end
+  -- A reply was read whole: the connection can serve the next request.
   red:set_keepalive(10000, 100)
-  if not res then
-    -- an error reply, e.g. "ERR ..." or "Cell error: ..."
-    return nil, err
+  if res == false then
+    -- an error reply, e.g. "NOPERM ..." or "ERR ..."
+    return nil, "CL.THROTTLE " .. key .. ": " .. err
+  end
+  if not is_decision(res) then
+    return nil, "CL.THROTTLE " .. key .. ": not a CL.THROTTLE reply"
   end
   return res
 end
@@ -132,6 +163,14 @@ function _M.access()
     ngx.log(ngx.ERR, "throttled_gateway: set $throttle_key, $throttle_burst, $throttle_count and $throttle_period")
     return ngx.exit(ngx.HTTP_INTERNAL_SERVER_ERROR)
   end
+  -- Unset (nil when no location sets it, "" when another one does) fails
+  -- closed; a value that is neither "on" nor "off" is a mistake, told at once.
+  local fail_open = ngx.var.throttle_fail_open
+  if fail_open ~= nil and fail_open ~= "" and fail_open ~= "on" and fail_open ~= "off" then
+    ngx.log(ngx.ERR, "throttled_gateway: $throttle_fail_open must be on or off, not ", fail_open)
+    return ngx.exit(ngx.HTTP_INTERNAL_SERVER_ERROR)
+  end
+  fail_open = fail_open == "on"
   local policy = ngx.var.throttle_policy
   -- The policy name is sent as a quoted structured-field string: keep it to
   -- characters that need no escaping.
@@ -141,11 +180,12 @@ function _M.access()
 
   local res, err = throttle(key, burst, count, period)
   if not res then
-    ngx.log(ngx.ERR, "throttled_gateway: ", err)
-    if ngx.var.throttle_fail_open == "off" then
-      return ngx.exit(ngx.HTTP_SERVICE_UNAVAILABLE)
+    if fail_open then
+      ngx.log(ngx.ERR, "throttled_gateway: ", err, " (failing open: request let through)")
+      return
     end
-    return
+    ngx.log(ngx.ERR, "throttled_gateway: ", err, " (failing closed: 503)")
+    return ngx.exit(ngx.HTTP_SERVICE_UNAVAILABLE)
   end
 
   local limited, limit, remaining, retry_after, reset_after = res[1], res[2], res[3], res[4], res[5]
