@@ -36,6 +36,11 @@ import (
 //     per-request EVAL and its sync pipeline of EVALs, and Kong 2.8's GET,
 //     EXISTS and pipelined INCRBY/EXPIRE, each with Kong's connection helper
 //     (AUTH and SELECT on fresh pooled connections only).
+//   - Both run logged in as the user that their example's README makes (its
+//     ACL SETUSER line, read from the README), and TestNginxGatewayFailure
+//     and TestNginxKongFailure check what each gateway does when throttled
+//     gives no decision (an error reply, or no server), under each of its
+//     fail-open and fail-closed settings.
 //
 // nginx runs as a child with -g 'daemon off; master_process off;' (one
 // process, so the connection pool is one), on a free port, with its pid,
@@ -542,32 +547,51 @@ type kongStep struct {
 	retryAfter   int // 0: no Retry-After
 }
 
-// kongEnv is a node (password, debug clock) with the Kong shim in front.
+// kongEnv is a node (password, debug clock) with the Kong shim in front,
+// logged in as the user that examples/kong/README.md makes for its version.
 type kongEnv struct {
 	admin *nginxAdmin
 	url   string
 	db    string
+	user  string
 	nowMs int64 // Kong's clock, kept equal to the node's
 }
 
-func newKongEnv(t *testing.T, bin, location, db string, start e2eStart) *kongEnv {
+// kongVersion is how the shim runs one Kong version (compat/nginx/kong.conf).
+type kongVersion struct {
+	location string // its location
+	db       string // the database it is set to
+	username string // the kong.conf line giving Kong's username
+	user     string // the user examples/kong/README.md makes for it
+}
+
+var (
+	kong34 = kongVersion{"/kong34", "3", `set $kong_redis_username "default";`, "kong"}
+	kong28 = kongVersion{"/kong28", "2", `set $kong_redis_username "";`, "kong-2.8"}
+)
+
+func newKongEnv(t *testing.T, bin string, v kongVersion, start e2eStart) *kongEnv {
 	t.Helper()
-	const pass = "kong-s3cret"
+	const pass, userPass = "kong-s3cret", "kong-pw"
 	node := start(t, server.Config{RequirePass: pass})
 	admin := nginxDialAdmin(t, node, pass)
-	admin.want(t, "+OK\r\n", "SELECT", db)
+	admin.want(t, "+OK\r\n", gatewayRecipe(t, "../examples/kong/README.md", v.user, userPass, "+select|"+v.db)...)
+	admin.want(t, "+OK\r\n", "SELECT", v.db)
 	host, port, err := net.SplitHostPort(node.Addr())
 	if err != nil {
 		t.Fatal(err)
 	}
 	listen := nginxFreeAddr(t)
 	ngx := nginxStart(t, bin, listen, nginxConfig{
-		conf:  "nginx/kong.conf",
-		lua:   "nginx/lua",
-		subst: map[string]string{"127.0.0.1:8080": listen},
-		env:   []string{"THROTTLED_HOST=" + host, "THROTTLED_PORT=" + port, "THROTTLED_PASSWORD=" + pass},
+		conf: "nginx/kong.conf",
+		lua:  "nginx/lua",
+		subst: map[string]string{
+			"127.0.0.1:8080": listen,
+			v.username:       fmt.Sprintf("set $kong_redis_username %q;", v.user),
+		},
+		env: []string{"THROTTLED_HOST=" + host, "THROTTLED_PORT=" + port, "THROTTLED_PASSWORD=" + userPass},
 	})
-	return &kongEnv{admin: admin, url: ngx.url + location, db: db, nowMs: e2eClockStart / 1e6}
+	return &kongEnv{admin: admin, url: ngx.url + v.location, db: v.db, user: v.user, nowMs: e2eClockStart / 1e6}
 }
 
 func (e *kongEnv) advance(t *testing.T, d time.Duration) {
@@ -617,16 +641,24 @@ func (e *kongEnv) run(t *testing.T, consumer, limits string, steps []kongStep) [
 	return out
 }
 
-// connections checks that every connection to the node (nginx's pooled ones
-// and ours) is authenticated as default on the env's database, and returns
-// how many there are.
+// connections checks that every connection to the node is on the env's
+// database, ours as default and each of nginx's pooled ones as the env's
+// user, and returns how many there are.
 func (e *kongEnv) connections(t *testing.T) int {
 	t.Helper()
 	lines := e.admin.clients(t)
+	ours := 0
 	for _, l := range lines {
-		if db, user := e2eField(l, "db"), e2eField(l, "user"); db != e.db || user != "default" {
-			t.Errorf("CLIENT LIST: db=%s user=%s, want db=%s user=default: %s", db, user, e.db, l)
+		db, user := e2eField(l, "db"), e2eField(l, "user")
+		if user == "default" {
+			ours++
 		}
+		if db != e.db || (user != e.user && user != "default") {
+			t.Errorf("CLIENT LIST: db=%s user=%s, want db=%s user=%s: %s", db, user, e.db, e.user, l)
+		}
+	}
+	if ours != 1 {
+		t.Errorf("CLIENT LIST: %d connections as default, want 1 (ours)", ours)
 	}
 	return len(lines)
 }
@@ -637,7 +669,8 @@ var wireCmds = []string{"auth", "select", "info", "eval", "incr", "get", "exists
 
 // TestNginxKong replays Kong's rate-limiting plugin ("redis" policy, minute
 // and hour limits) against a node with a password and a database other than
-// 0, on exact timelines. The clock starts 20 s into a minute and 800 s into
+// 0, on exact timelines, logged in as the user examples/kong/README.md
+// makes for the version. The clock starts 20 s into a minute and 800 s into
 // an hour; Kong's clock (X-Kong-Now-Ms) and the node's move together.
 func TestNginxKong(t *testing.T) {
 	bin := nginxLook(t)
@@ -650,7 +683,7 @@ func testNginxKong(t *testing.T, bin string, start e2eStart) {
 	// counts the request whether or not it is then refused.
 	t.Run("3.4", func(t *testing.T) {
 		t.Parallel()
-		e := newKongEnv(t, bin, "/kong34", "3", start)
+		e := newKongEnv(t, bin, kong34, start)
 		minute0, hour0 := e.key("alice", "minute", 60), e.key("alice", "hour", 3600)
 		before := e.admin.calls(t)
 		out := e.run(t, "alice", "minute=5 hour=8", []kongStep{
@@ -669,7 +702,7 @@ func testNginxKong(t *testing.T, bin string, start e2eStart) {
 		// server once, one EVAL per period and request, whose script ran
 		// INCR each time and EXPIRE for the three new keys.
 		e.admin.wantCalls(t, before, "auth=1 select=1 info=2 eval=18 incr=18 get=0 exists=0 incrby=0 expire=3", wireCmds...)
-		// AUTH default <pass> and SELECT 3 on the one fresh connection, the
+		// AUTH kong <pass> and SELECT 3 on the one fresh connection, the
 		// INFO server probe parsed, the connection reused ever after.
 		if got := out[0].header.Get("X-Redis-Reused-Times"); got != "0,1" {
 			t.Errorf("first request: reused times %q, want 0,1", got)
@@ -727,7 +760,7 @@ func testNginxKong(t *testing.T, bin string, start e2eStart) {
 	// EXISTS per period and a pipeline of INCRBY, plus EXPIRE for new keys.
 	t.Run("2.8", func(t *testing.T) {
 		t.Parallel()
-		e := newKongEnv(t, bin, "/kong28", "2", start)
+		e := newKongEnv(t, bin, kong28, start)
 		minute0, hour0 := e.key("bob", "minute", 60), e.key("bob", "hour", 3600)
 		before := e.admin.calls(t)
 		out := e.run(t, "bob", "minute=5 hour=8", []kongStep{
@@ -746,7 +779,7 @@ func testNginxKong(t *testing.T, bin string, start e2eStart) {
 		// Two GETs a request; EXISTS and INCRBY for each allowed one (8),
 		// EXPIRE for the three keys that were new.
 		e.admin.wantCalls(t, before, "auth=1 select=1 info=2 eval=0 incr=0 get=20 exists=16 incrby=16 expire=3", wireCmds...)
-		// Two GETs and the increment: AUTH <pass>, SELECT 2 once.
+		// Two GETs and the increment: AUTH kong-2.8 <pass>, SELECT 2 once.
 		if got := out[0].header.Get("X-Redis-Reused-Times"); got != "0,1,2" {
 			t.Errorf("first request: reused times %q, want 0,1,2", got)
 		}
@@ -764,6 +797,85 @@ func testNginxKong(t *testing.T, bin string, start e2eStart) {
 		kongWindows(t, e, 7)
 		kongConcurrent(t, e, false)
 	})
+}
+
+// TestNginxKongFailure replays Kong's rate-limiting plugin when throttled
+// gives no decision: an error reply (Kong logs in as a user with the old
+// recipe, plus SELECT: NOPERM on EVAL for 3.4, on GET for 2.8) or no server
+// on the port. 20 requests of one client, with a limit of 16 a minute: with
+// fault_tolerant false every one gets Kong's 500; with true (Kong's default)
+// every one passes, without rate-limit headers, and Kong logs "failed to get
+// usage" with the error for each.
+func TestNginxKongFailure(t *testing.T) {
+	bin := nginxLook(t)
+	t.Parallel()
+	const pass = "kong-s3cret"
+	node := e2eNode(t, server.Config{RequirePass: pass})
+	// Kong 3.4's location sends AUTH default <pass>, 2.8's AUTH <pass>.
+	admin := nginxDialAdmin(t, node, pass)
+	admin.want(t, "+OK\r\n", slices.Concat([]string{"ACL", "SETUSER", "default", "resetkeys"}, gatewayOldRecipe, []string{"+select"})...)
+	host, port, err := net.SplitHostPort(node.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadHost, deadPort, err := net.SplitHostPort(gatewayDeadAddr(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	live := []string{"THROTTLED_HOST=" + host, "THROTTLED_PORT=" + port, "THROTTLED_PASSWORD=" + pass}
+	dead := []string{"THROTTLED_HOST=" + deadHost, "THROTTLED_PORT=" + deadPort}
+	cases := []struct {
+		name    string
+		version kongVersion
+		env     []string
+		err     string // in the log lines
+	}{
+		{"3.4/error reply", kong34, live, "NOPERM this user has no permissions to run the 'eval' command"},
+		{"2.8/error reply", kong28, live, "NOPERM this user has no permissions to run the 'get' command"},
+		{"3.4/unreachable", kong34, dead, "connection refused"},
+		{"2.8/unreachable", kong28, dead, "connection refused"},
+	}
+	const setting = "set $kong_fault_tolerant true;" // as kong.conf has it
+	for _, c := range cases {
+		for _, tolerant := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/fault_tolerant=%v", c.name, tolerant), func(t *testing.T) {
+				t.Parallel()
+				listen := nginxFreeAddr(t)
+				ngx := nginxStart(t, bin, listen, nginxConfig{
+					conf: "nginx/kong.conf",
+					lua:  "nginx/lua",
+					subst: map[string]string{
+						"127.0.0.1:8080": listen,
+						setting:          fmt.Sprintf("set $kong_fault_tolerant %v;", tolerant),
+					},
+					env:            c.env,
+					errorsExpected: true,
+				})
+				const n = 20
+				wantStatus, wantBody, wantLog := 500, `{"message":"An unexpected error occurred"}`+"\n", "rate-limiting: "+c.err
+				if tolerant {
+					wantStatus, wantBody, wantLog = 200, `{"message":"ok"}`+"\n", "failed to get usage: "+c.err
+				}
+				for i := range n {
+					r := nginxGet(t, ngx.url+c.version.location, "X-Consumer", "alice", "X-Kong-Limits", "minute=16",
+						"X-Kong-Now-Ms", strconv.FormatInt(e2eClockStart/1e6, 10))
+					var limitHeaders []string
+					for name := range r.header {
+						if strings.Contains(name, "Ratelimit") || name == "Retry-After" {
+							limitHeaders = append(limitHeaders, name)
+						}
+					}
+					if r.status != wantStatus || r.body != wantBody || len(limitHeaders) > 0 {
+						t.Errorf("request %d: got %d %q, rate-limit headers %q; want %d %q and none", i, r.status, r.body, limitHeaders, wantStatus, wantBody)
+					}
+				}
+				lines := ngx.errors()
+				if got := gatewayCount(lines, wantLog); got != n {
+					t.Errorf("error log: %d lines with %q, want %d:\n%s", got, wantLog, n, strings.Join(lines, "\n"))
+				}
+			})
+		}
+	}
 }
 
 // kongWindows sends 10 requests 5 s apart in each of 4 minutes of one hour,

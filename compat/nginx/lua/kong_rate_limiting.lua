@@ -24,10 +24,20 @@
 -- (ngx.now()) can be given by the X-Kong-Now-Ms request header, and Kong
 -- 2.8's increment, which Kong runs in a zero-delay timer, runs inline.
 --
+-- Errors are handled as Kong's handler does (the same in 2.8 and 3.4): when
+-- usage() fails (Redis cannot be reached, or answers an error reply such as
+-- NOPERM), with fault_tolerant = false the plugin raises the error, which
+-- Kong logs and answers with 500 {"message":"An unexpected error occurred"};
+-- with fault_tolerant = true (Kong's default) it logs "failed to get usage:
+-- <error>" and lets the request through without rate-limit headers. Kong
+-- 2.8's increment runs after the response is decided, so its errors are
+-- only logged.
+--
 -- Configuration: env THROTTLED_HOST, THROTTLED_PORT, THROTTLED_PASSWORD;
 -- nginx variables $kong_version ("3.4" or "2.8"), $kong_redis_database,
--- $kong_redis_username; request headers X-Kong-Limits ("minute=5 hour=8"),
--- X-Consumer (the identifier; default the client address).
+-- $kong_redis_username, $kong_fault_tolerant ("true" or "false"); request
+-- headers X-Kong-Limits ("minute=5 hour=8"), X-Consumer (the identifier;
+-- default the client address).
 -- Test-only response headers: X-Redis-Reused-Times (get_reused_times() of
 -- each connection the request took, comma-separated) and X-Redis-Version
 -- (what the INFO server probe parsed).
@@ -93,6 +103,7 @@ local function redis_conf()
     username = ngx.var.kong_redis_username,
     database = tonumber(ngx.var.kong_redis_database) or 0,
     timeout = 2000,
+    fault_tolerant = ngx.var.kong_fault_tolerant ~= "false", -- Kong's default: true
   }
 end
 
@@ -123,11 +134,13 @@ local function get_redis_connection(conf)
   end
   local ok, err = red:connect(conf.host, conf.port, sock_opts)
   if not ok then
-    return nil, "failed to connect to Redis: " .. err
+    ngx.log(ngx.ERR, "failed to connect to Redis: ", err)
+    return nil, err
   end
   local times, err = red:get_reused_times()
   if err then
-    return nil, "failed to get connect reused times: " .. err
+    ngx.log(ngx.ERR, "failed to get connect reused times: ", err)
+    return nil, err
   end
   local reused = ngx.ctx.reused or {}
   reused[#reused + 1] = times
@@ -141,13 +154,15 @@ local function get_redis_connection(conf)
         ok, err = red:auth(conf.password)
       end
       if not ok then
-        return nil, "failed to auth Redis: " .. err
+        ngx.log(ngx.ERR, "failed to auth Redis: ", err)
+        return nil, err
       end
     end
     if conf.database ~= 0 then
       local ok, err = red:select(conf.database)
       if not ok then
-        return nil, "failed to change Redis database: " .. err
+        ngx.log(ngx.ERR, "failed to change Redis database: ", err)
+        return nil, err
       end
     end
   end
@@ -232,7 +247,8 @@ policies["2.8"] = {
         local cache_key = get_local_key(identifier, period, period_date)
         local exists, err = red:exists(cache_key)
         if err then
-          return nil, "failed to query Redis: " .. err
+          ngx.log(ngx.ERR, "failed to query Redis: ", err)
+          return nil, err
         end
         idx = idx + 1
         keys[idx] = cache_key
@@ -250,11 +266,15 @@ policies["2.8"] = {
     end
     local res, err = red:commit_pipeline()
     if err then
-      return nil, "failed to commit increment pipeline in Redis: " .. err
+      ngx.log(ngx.ERR, "failed to commit increment pipeline in Redis: ", err)
+      return nil, err
     end
+    -- Kong does not look at the pipeline's replies; a test must see an
+    -- error among them all the same.
     for _, r in ipairs(res) do
       if type(r) == "table" and r[1] == false then
-        return nil, "pipeline reply: " .. tostring(r[2])
+        ngx.log(ngx.ERR, "increment pipeline reply: ", tostring(r[2]))
+        return nil, r[2]
       end
     end
     local ok, err = red:set_keepalive(10000, 100)
@@ -300,14 +320,20 @@ function _M.handle()
   local identifier = ngx.var.http_x_consumer or ngx.var.remote_addr
   local current_timestamp = now_ms()
 
-  -- get_usage
+  -- get_usage: the first period whose usage fails fails it all.
   local usage, stop = {}, nil
   for period, limit in pairs(limits) do
     local current_usage, err = policy.usage(conf, identifier, period, current_timestamp)
     if not current_usage then
-      -- fault_tolerant = false here, so a test sees every Redis error
-      ngx.log(ngx.ERR, "failed to get usage: ", err)
-      return finish(500, {}, fmt('{"message":%q}', tostring(err)))
+      if not conf.fault_tolerant then
+        -- Kong: error(err) in the plugin; the runloop logs it, after the
+        -- plugin's name, and answers 500.
+        ngx.log(ngx.ERR, "rate-limiting: ", tostring(err))
+        return finish(500, {}, '{"message":"An unexpected error occurred"}')
+      end
+      ngx.log(ngx.ERR, "failed to get usage: ", tostring(err))
+      usage, stop = nil, nil
+      break
     end
     local remaining = limit - current_usage
     usage[period] = { limit = limit, remaining = remaining }
@@ -316,11 +342,11 @@ function _M.handle()
     end
   end
 
-  -- headers
+  -- headers (none when the usage is unknown)
   local headers = {}
   local reset, limit, window, remaining
   local timestamps = get_timestamps(current_timestamp)
-  for k, v in pairs(usage) do
+  for k, v in pairs(usage or {}) do
     local current_limit = v.limit
     local current_window = EXPIRATION[k]
     local current_remaining = v.remaining
@@ -338,20 +364,20 @@ function _M.handle()
     headers["X-RateLimit-Limit-" .. TITLE[k]] = current_limit
     headers["X-RateLimit-Remaining-" .. TITLE[k]] = current_remaining
   end
-  headers["RateLimit-Limit"] = limit
-  headers["RateLimit-Remaining"] = remaining
-  headers["RateLimit-Reset"] = reset
+  if usage then
+    headers["RateLimit-Limit"] = limit
+    headers["RateLimit-Remaining"] = remaining
+    headers["RateLimit-Reset"] = reset
+  end
 
   if stop then
     headers["Retry-After"] = reset
     return finish(429, headers, '{"message":"API rate limit exceeded"}')
   end
 
-  local ok, err = policy.increment(conf, limits, identifier, current_timestamp, 1)
-  if not ok then
-    ngx.log(ngx.ERR, "failed to increment: ", err)
-    return finish(500, headers, fmt('{"message":%q}', tostring(err)))
-  end
+  -- Kong runs the increment after the response is decided (2.8: in a
+  -- timer): a failure there is logged, by the policy, and changes nothing.
+  policy.increment(conf, limits, identifier, current_timestamp, 1)
   return finish(200, headers, '{"message":"ok"}')
 end
 
