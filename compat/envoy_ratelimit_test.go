@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -26,7 +27,9 @@ import (
 
 	"github.com/throttleddb/throttled/internal/proc"
 	"github.com/throttleddb/throttled/internal/procattr"
+	"github.com/throttleddb/throttled/internal/testwait"
 	"github.com/throttleddb/throttled/server"
+	"github.com/throttleddb/throttled/server/servertest"
 )
 
 // TestEnvoyRatelimit runs Envoy's rate limit service
@@ -39,6 +42,11 @@ import (
 //     as an operator would, talks to an in-process node; requests go to its
 //     HTTP /json endpoint, and the keys, counters, TTLs and command counts it
 //     leaves in throttled are checked.
+//   - Example: the service as examples/envoy configures it, logged in as
+//     the user whose ACL SETUSER line examples/envoy/README.md gives.
+//   - Failure: what the service answers Envoy (over gRPC, with the service's
+//     own client) when throttled gives no decision: an error reply, or a
+//     server that has gone away.
 //   - OwnIntegrationTests: ratelimit's own integration tests that need only a
 //     plain Redis run against throttled: they start "redis-server --port N
 //     [--requirepass P]" themselves, and find a stand-in first on PATH that
@@ -59,6 +67,9 @@ func TestEnvoyRatelimit(t *testing.T) {
 	// Built first and once: the integration tests' own build then finds
 	// every shared package in the build cache.
 	envoyGo(t, dir, "build", "-trimpath", "-o", bin, "./src/service_cmd")
+	// The service's gRPC client, which asks as Envoy does.
+	client := filepath.Join(t.TempDir(), "ratelimit_client")
+	envoyGo(t, dir, "build", "-trimpath", "-o", client, "./src/client_cmd")
 
 	t.Run("Service", func(t *testing.T) {
 		t.Parallel()
@@ -67,6 +78,10 @@ func TestEnvoyRatelimit(t *testing.T) {
 	t.Run("Example", func(t *testing.T) {
 		t.Parallel()
 		e2eModes(t, func(t *testing.T, start e2eStart) { envoyExampleTest(t, bin, start) })
+	})
+	t.Run("Failure", func(t *testing.T) {
+		t.Parallel()
+		envoyFailureTest(t, bin, client)
 	})
 	t.Run("OwnIntegrationTests", func(t *testing.T) {
 		t.Parallel()
@@ -317,11 +332,17 @@ func envoyServiceTest(t *testing.T, bin string, start e2eStart) {
 	}
 }
 
-// envoyExampleTest runs the service as examples/envoy configures it (its
-// ratelimit.env and ratelimit/config/apis.yaml, with free ports and the
-// node's address put in) and checks the example's limits.
-func envoyExampleTest(t *testing.T, bin string, start e2eStart) {
-	n := start(t, server.Config{})
+// envoyExample is the service running as examples/envoy configures it.
+type envoyExample struct {
+	svc                         *envoyService
+	httpAddr, grpcAddr, dbgAddr string
+}
+
+// envoyStartExample runs the service with examples/envoy's ratelimit.env
+// and ratelimit/config/apis.yaml, free ports, and settings (REDIS_URL,
+// REDIS_AUTH, ...) set or replaced, and waits until it is healthy.
+func envoyStartExample(t *testing.T, bin string, settings map[string]string) *envoyExample {
+	t.Helper()
 	example := filepath.Join("..", "examples", "envoy")
 	root := t.TempDir()
 	cfgDir := filepath.Join(root, "ratelimit", "config")
@@ -346,12 +367,12 @@ func envoyExampleTest(t *testing.T, bin string, start e2eStart) {
 		}
 	}
 	override := map[string]string{
-		"REDIS_URL":    n.Addr(),
 		"RUNTIME_ROOT": root,
 		"PORT":         strconv.Itoa(ports[0]),
 		"GRPC_PORT":    strconv.Itoa(ports[1]),
 		"DEBUG_PORT":   strconv.Itoa(ports[2]),
 	}
+	maps.Copy(override, settings)
 	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + root}
 	for line := range strings.Lines(string(envFile)) {
 		line = strings.TrimSpace(line)
@@ -360,12 +381,33 @@ func envoyExampleTest(t *testing.T, bin string, start e2eStart) {
 			continue
 		}
 		v, _, _ = strings.Cut(v, " #")
-		env = append(env, k+"="+cmp.Or(override[k], strings.TrimSpace(v)))
+		if _, set := override[k]; !set {
+			env = append(env, k+"="+strings.TrimSpace(v))
+		}
 	}
-	svc := envoyStartService(t, bin, env)
+	for k, v := range override {
+		env = append(env, k+"="+v)
+	}
+	e := &envoyExample{
+		svc:      envoyStartService(t, bin, env),
+		httpAddr: proc.Addr(ports[0]),
+		grpcAddr: proc.Addr(ports[1]),
+		dbgAddr:  proc.Addr(ports[2]),
+	}
+	envoyWaitHealthy(t, e.svc, &http.Client{Timeout: 10 * time.Second}, "http://"+e.httpAddr+"/healthcheck")
+	return e
+}
+
+// envoyExampleTest runs the service as examples/envoy configures it,
+// logged in as the user its README makes, and checks the example's limits
+// and that its keys are the ones that user may name.
+func envoyExampleTest(t *testing.T, bin string, start e2eStart) {
+	const pass, userPass = "s3cret", "envoy-pw"
+	n := start(t, server.Config{RequirePass: pass})
+	admin := nginxDialAdmin(t, n, pass)
+	admin.want(t, "+OK\r\n", gatewayRecipe(t, "../examples/envoy/README.md", "envoy", userPass)...)
+	e := envoyStartExample(t, bin, map[string]string{"REDIS_URL": n.Addr(), "REDIS_AUTH": "envoy:" + userPass})
 	client := &http.Client{Timeout: 10 * time.Second}
-	httpAddr := proc.Addr(ports[0])
-	envoyWaitHealthy(t, svc, client, "http://"+httpAddr+"/healthcheck")
 
 	step := func(key, value, status string, code int) envoyStep {
 		overall := "OK"
@@ -388,14 +430,119 @@ func envoyExampleTest(t *testing.T, bin string, start e2eStart) {
 		step("api_key", "partner-1234", "OK 99/100 SECOND", 200))
 	began := time.Now().Unix()
 	for i, st := range steps {
-		envoyDoStep(t, client, "http://"+httpAddr+"/json", i, st)
+		envoyDoStep(t, client, "http://"+e.httpAddr+"/json", i, st)
 	}
 	if time.Now().Unix() != began {
 		t.Logf("the steps crossed a second boundary; a failure above may come from that")
 	}
-	if t.Failed() {
-		t.Logf("ratelimit output:\n%s", svc.output())
+	// The service's connections are the envoy user's; its keys, which it
+	// could write, start with the domain.
+	for _, l := range admin.clients(t) {
+		if user := e2eField(l, "user"); user != "envoy" && !strings.Contains(l, "cmd=client|list") {
+			t.Errorf("CLIENT LIST: a connection as %q, want envoy: %s", user, l)
+		}
 	}
+	var keys []string // from KEYS' reply: *n, then $len and the key for each
+	for l := range strings.Lines(admin.do(t, "KEYS", "*")) {
+		if !strings.HasPrefix(l, "*") && !strings.HasPrefix(l, "$") {
+			keys = append(keys, strings.TrimSpace(l))
+		}
+	}
+	if len(keys) != 3 {
+		t.Errorf("KEYS *: got %q, want the 3 counters of the steps", keys)
+	}
+	for _, k := range keys {
+		if !strings.HasPrefix(k, "apis_") {
+			t.Errorf("key %q is not the domain's (apis_*)", k)
+		}
+	}
+	if t.Failed() {
+		t.Logf("ratelimit output:\n%s", e.svc.output())
+	}
+}
+
+// envoyFailureTest checks what the service answers when throttled gives no
+// decision. It runs as examples/envoy configures it, first logged in as a
+// user with the old recipe (its PING passes, INCRBY gets NOPERM), then
+// against a node that has gone away once the service was up. The service
+// must answer an error, never OK: over gRPC, as Envoy asks, an error
+// status, which Envoy's failure_mode_deny turns into a pass (false) or a
+// 500 (true; status_on_error sets another status); over HTTP /json the
+// service's 400. It logs each (at debug level, which the test turns on).
+func envoyFailureTest(t *testing.T, bin, clientBin string) {
+	cases := []struct {
+		name  string
+		setup func(t *testing.T) (addr, auth string, gone func())
+		err   string // in the gRPC error and the log
+	}{
+		{"error reply", func(t *testing.T) (string, string, func()) {
+			const pass = "s3cret"
+			n := e2eNode(t, server.Config{RequirePass: pass})
+			admin := nginxDialAdmin(t, n, pass)
+			admin.want(t, "+OK\r\n", append([]string{"ACL", "SETUSER", "default", "resetkeys"}, gatewayOldRecipe...)...)
+			return n.Addr(), pass, func() {}
+		}, "NOPERM this user has no permissions to run the 'incrby' command"},
+		// The pool's connections then fail (EOF), and new ones are refused.
+		{"server gone", func(t *testing.T) (string, string, func()) {
+			n, err := servertest.Open(server.Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { n.Close() })
+			return n.Addr(), "", func() { n.Close() }
+		}, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			addr, auth, gone := c.setup(t)
+			e := envoyStartExample(t, bin, map[string]string{"REDIS_URL": addr, "REDIS_AUTH": auth, "LOG_LEVEL": "debug"})
+			gone()
+			const n = 3
+			for i := range n {
+				out, err := envoyAsk(t, clientBin, e.grpcAddr, "apis", "api_key=k1")
+				if err == nil || !strings.Contains(out, "request error: rpc error: code = Unknown desc = ") || !strings.Contains(out, c.err) {
+					t.Errorf("gRPC request %d: got %v, want an error status with %q:\n%s", i, err, c.err, out)
+				}
+			}
+			resp, err := http.Post("http://"+e.httpAddr+"/json", "application/json",
+				strings.NewReader(`{"domain":"apis","descriptors":[{"entries":[{"key":"api_key","value":"k1"}]}]}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusBadRequest {
+				t.Errorf("POST /json: got HTTP %d %s, want 400", resp.StatusCode, body)
+			}
+			// Its output reaches us through a pipe, a moment after the reply.
+			logged := func() int {
+				count := 0
+				for line := range strings.Lines(e.svc.output()) {
+					if strings.Contains(line, "caught error during call") && strings.Contains(line, c.err) {
+						count++
+					}
+				}
+				return count
+			}
+			testwait.For(t, 10*time.Second, fmt.Sprintf("the service logging %d errors", n+1), func() bool { return logged() == n+1 })
+			if t.Failed() {
+				t.Logf("ratelimit output:\n%s", e.svc.output())
+			}
+		})
+	}
+}
+
+// envoyAsk asks the service at grpcAddr about one descriptor with its own
+// gRPC client, as Envoy would, and returns what the client printed; err is
+// the client's exit status (1 on an error reply).
+func envoyAsk(t *testing.T, clientBin, grpcAddr, domain, descriptor string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, clientBin, "-dial_string", grpcAddr, "-domain", domain, "-descriptors", descriptor)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
 }
 
 // envoyCommandStats returns INFO commandstats as command -> [calls,
