@@ -355,7 +355,7 @@ func e2eGoRedisSelect(t *testing.T, e *e2eGoRedisEnv) {
 }
 
 // Options.Username for an ACL user limited to the throttle commands and its
-// keys, as a gateway would run: go-redis logs in with it (HELLO AUTH or
+// keys, as an application asking CL.THROTTLE would run: go-redis logs in with it (HELLO AUTH or
 // AUTH, and its CLIENT SETINFO, which the user may not run, does not stop
 // it), the throttle commands work on its keys, and the rest get NOPERM.
 func e2eGoRedisACLUser(t *testing.T, e *e2eGoRedisEnv) {
