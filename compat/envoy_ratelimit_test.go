@@ -477,10 +477,8 @@ func envoyFailureTest(t *testing.T, bin, clientBin string) {
 	}{
 		{"error reply", func(t *testing.T) (string, string, func()) {
 			const pass = "s3cret"
-			n := e2eNode(t, server.Config{RequirePass: pass})
-			admin := nginxDialAdmin(t, n, pass)
-			admin.want(t, "+OK\r\n", append([]string{"ACL", "SETUSER", "default", "resetkeys"}, gatewayOldRecipe...)...)
-			return n.Addr(), pass, func() {}
+			erring, _ := gatewayStores(t, pass)
+			return erring.Addr(), pass, func() {}
 		}, "NOPERM this user has no permissions to run the 'incrby' command"},
 		// The pool's connections then fail (EOF), and new ones are refused.
 		{"server gone", func(t *testing.T) (string, string, func()) {

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/throttleddb/throttled/server"
 )
 
 // Shared by the gateway tests (nginx_test.go, envoy_ratelimit_test.go): the
@@ -52,17 +54,32 @@ func gatewayRecipe(t *testing.T, readme, user, pass string, extra ...string) []s
 // error comes from the gateway's rate-limit commands themselves.
 var gatewayOldRecipe = []string{"-@all", "+@ratelimit", "+ping", "+auth", "+hello", "~ratelimit:*"}
 
-// gatewayDeadAddr returns a loopback address nothing listens on: a store
-// the gateway cannot reach (connection refused).
-func gatewayDeadAddr(t *testing.T) string {
+// gatewayStores returns two stores for a gateway that gets no decision: a
+// node with the password pass whose default user (whom AUTH <pass> logs
+// in) has the old recipe and then the extra rules, so it answers error
+// replies; and a loopback address nothing listens on (connection refused).
+func gatewayStores(t *testing.T, pass string, extra ...string) (erring *server.Node, dead string) {
 	t.Helper()
+	erring = e2eNode(t, server.Config{RequirePass: pass})
+	admin := nginxDialAdmin(t, erring, pass)
+	admin.want(t, "+OK\r\n", slices.Concat([]string{"ACL", "SETUSER", "default", "resetkeys"}, gatewayOldRecipe, extra)...)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := ln.Addr().String()
+	dead = ln.Addr().String()
 	ln.Close()
-	return addr
+	return erring, dead
+}
+
+// gatewayEnv is the environment that points the nginx gateways at addr.
+func gatewayEnv(t *testing.T, addr string) []string {
+	t.Helper()
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []string{"THROTTLED_HOST=" + host, "THROTTLED_PORT=" + port}
 }
 
 // gatewayCount returns how many of lines contain every one of texts.

@@ -353,10 +353,6 @@ func testNginxGateway(t *testing.T, bin string, start e2eStart) {
 	node := start(t, server.Config{RequirePass: pass})
 	admin := nginxDialAdmin(t, node, pass)
 	admin.want(t, "+OK\r\n", gatewayRecipe(t, "../examples/openresty/README.md", "openresty", userPass)...)
-	host, port, err := net.SplitHostPort(node.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
 	listen, upstream := nginxFreeAddr(t), nginxFreeAddr(t)
 	ngx := nginxStart(t, bin, listen, nginxConfig{
 		conf: "../examples/openresty/nginx.conf",
@@ -365,8 +361,7 @@ func testNginxGateway(t *testing.T, bin string, start e2eStart) {
 			"127.0.0.1:8080": listen,
 			"127.0.0.1:8081": upstream,
 		},
-		env: []string{"THROTTLED_HOST=" + host, "THROTTLED_PORT=" + port,
-			"THROTTLED_USERNAME=openresty", "THROTTLED_PASSWORD=" + userPass},
+		env: append(gatewayEnv(t, node.Addr()), "THROTTLED_USERNAME=openresty", "THROTTLED_PASSWORD="+userPass),
 	})
 	before := admin.calls(t)
 
@@ -446,30 +441,19 @@ func testNginxGateway(t *testing.T, bin string, start e2eStart) {
 func TestNginxGatewayFailure(t *testing.T) {
 	bin := nginxLook(t)
 	t.Parallel()
-	const pass = "gw-s3cret"
-	node := e2eNode(t, server.Config{RequirePass: pass})
 	// The example logs in as default (AUTH <password>), here given the old
 	// recipe: the keys it may name start with ratelimit:, the example's
 	// with api:.
-	admin := nginxDialAdmin(t, node, pass)
-	admin.want(t, "+OK\r\n", append([]string{"ACL", "SETUSER", "default", "resetkeys"}, gatewayOldRecipe...)...)
-	host, port, err := net.SplitHostPort(node.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	deadHost, deadPort, err := net.SplitHostPort(gatewayDeadAddr(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	const pass = "gw-s3cret"
+	erring, dead := gatewayStores(t, pass)
 	stores := []struct {
 		name string
 		env  []string
 		err  string // in the log line
 	}{
-		{"error reply", []string{"THROTTLED_HOST=" + host, "THROTTLED_PORT=" + port, "THROTTLED_PASSWORD=" + pass},
+		{"error reply", append(gatewayEnv(t, erring.Addr()), "THROTTLED_PASSWORD="+pass),
 			"CL.THROTTLE api:alice: NOPERM this user has no permissions to access one of the keys used as arguments"},
-		{"unreachable", []string{"THROTTLED_HOST=" + deadHost, "THROTTLED_PORT=" + deadPort},
-			"connect: connection refused"},
+		{"unreachable", gatewayEnv(t, dead), "connect: connection refused"},
 	}
 	const setting = "set $throttle_fail_open on;" // as nginx.conf ships
 	modes := []struct {
@@ -515,16 +499,12 @@ func TestNginxGatewayFailure(t *testing.T) {
 	t.Run("fail_open misspelt", func(t *testing.T) {
 		t.Parallel()
 		node := e2eNode(t, server.Config{})
-		host, port, err := net.SplitHostPort(node.Addr())
-		if err != nil {
-			t.Fatal(err)
-		}
 		listen, upstream := nginxFreeAddr(t), nginxFreeAddr(t)
 		ngx := nginxStart(t, bin, listen, nginxConfig{
 			conf:           "../examples/openresty/nginx.conf",
 			lua:            "../examples/openresty/lua",
 			subst:          map[string]string{"127.0.0.1:8080": listen, "127.0.0.1:8081": upstream, setting: "set $throttle_fail_open yes;"},
-			env:            []string{"THROTTLED_HOST=" + host, "THROTTLED_PORT=" + port},
+			env:            gatewayEnv(t, node.Addr()),
 			errorsExpected: true,
 		})
 		if r := nginxGet(t, ngx.url+"/api/hello"); r.status != 500 {
@@ -577,21 +557,21 @@ func newKongEnv(t *testing.T, bin string, v kongVersion, start e2eStart) *kongEn
 	admin := nginxDialAdmin(t, node, pass)
 	admin.want(t, "+OK\r\n", gatewayRecipe(t, "../examples/kong/README.md", v.user, userPass, "+select|"+v.db)...)
 	admin.want(t, "+OK\r\n", "SELECT", v.db)
-	host, port, err := net.SplitHostPort(node.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	listen := nginxFreeAddr(t)
-	ngx := nginxStart(t, bin, listen, nginxConfig{
-		conf: "nginx/kong.conf",
-		lua:  "nginx/lua",
-		subst: map[string]string{
-			"127.0.0.1:8080": listen,
-			v.username:       fmt.Sprintf("set $kong_redis_username %q;", v.user),
-		},
-		env: []string{"THROTTLED_HOST=" + host, "THROTTLED_PORT=" + port, "THROTTLED_PASSWORD=" + userPass},
+	ngx := kongStart(t, bin, nginxConfig{
+		subst: map[string]string{v.username: fmt.Sprintf("set $kong_redis_username %q;", v.user)},
+		env:   append(gatewayEnv(t, node.Addr()), "THROTTLED_PASSWORD="+userPass),
 	})
 	return &kongEnv{admin: admin, url: ngx.url + v.location, db: v.db, user: v.user, nowMs: e2eClockStart / 1e6}
+}
+
+// kongStart runs nginx with the Kong shim (compat/nginx/kong.conf) on a
+// free port; cfg gives its environment and further substitutions.
+func kongStart(t *testing.T, bin string, cfg nginxConfig) *nginxServer {
+	t.Helper()
+	listen := nginxFreeAddr(t)
+	cfg.conf, cfg.lua = "nginx/kong.conf", "nginx/lua"
+	cfg.subst["127.0.0.1:8080"] = listen
+	return nginxStart(t, bin, listen, cfg)
 }
 
 func (e *kongEnv) advance(t *testing.T, d time.Duration) {
@@ -809,21 +789,11 @@ func testNginxKong(t *testing.T, bin string, start e2eStart) {
 func TestNginxKongFailure(t *testing.T) {
 	bin := nginxLook(t)
 	t.Parallel()
-	const pass = "kong-s3cret"
-	node := e2eNode(t, server.Config{RequirePass: pass})
 	// Kong 3.4's location sends AUTH default <pass>, 2.8's AUTH <pass>.
-	admin := nginxDialAdmin(t, node, pass)
-	admin.want(t, "+OK\r\n", slices.Concat([]string{"ACL", "SETUSER", "default", "resetkeys"}, gatewayOldRecipe, []string{"+select"})...)
-	host, port, err := net.SplitHostPort(node.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	deadHost, deadPort, err := net.SplitHostPort(gatewayDeadAddr(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	live := []string{"THROTTLED_HOST=" + host, "THROTTLED_PORT=" + port, "THROTTLED_PASSWORD=" + pass}
-	dead := []string{"THROTTLED_HOST=" + deadHost, "THROTTLED_PORT=" + deadPort}
+	const pass = "kong-s3cret"
+	erring, deadAddr := gatewayStores(t, pass, "+select")
+	live := append(gatewayEnv(t, erring.Addr()), "THROTTLED_PASSWORD="+pass)
+	dead := gatewayEnv(t, deadAddr)
 	cases := []struct {
 		name    string
 		version kongVersion
@@ -840,14 +810,8 @@ func TestNginxKongFailure(t *testing.T) {
 		for _, tolerant := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/fault_tolerant=%v", c.name, tolerant), func(t *testing.T) {
 				t.Parallel()
-				listen := nginxFreeAddr(t)
-				ngx := nginxStart(t, bin, listen, nginxConfig{
-					conf: "nginx/kong.conf",
-					lua:  "nginx/lua",
-					subst: map[string]string{
-						"127.0.0.1:8080": listen,
-						setting:          fmt.Sprintf("set $kong_fault_tolerant %v;", tolerant),
-					},
+				ngx := kongStart(t, bin, nginxConfig{
+					subst:          map[string]string{setting: fmt.Sprintf("set $kong_fault_tolerant %v;", tolerant)},
 					env:            c.env,
 					errorsExpected: true,
 				})
