@@ -311,6 +311,10 @@ func (s *Server) ServeRESP(c *resp.Conn, args [][]byte) {
 			return
 		}
 	}
+	if st.multi != nil && spec.Flags&NoMulti != 0 {
+		s.reject(c, st, spec, errNoMulti)
+		return
+	}
 	if st.multi != nil && spec.Flags&NoQueue == 0 {
 		if s.cluster != nil && !logged(spec, args) {
 			s.reject(c, st, spec, errNotLogged)

@@ -34,6 +34,9 @@ const (
 	// DenyOOM commands may add memory: under maxmemory-policy noeviction
 	// they are refused once the store is over its bounds (Redis' denyoom).
 	DenyOOM
+	// NoMulti commands are refused inside MULTI (Redis' no-multi), which
+	// then aborts the transaction: SHUTDOWN must not wait for EXEC.
+	NoMulti
 )
 
 // Spec is one command.
@@ -215,7 +218,7 @@ var specs = []*Spec{
 	{Name: "flushdb", Arity: -1, Flags: Write | AllKeys, Categories: CatKeyspace | CatWrite | CatSlow | CatDangerous, Group: "server", Summary: "Removes all keys from the current database.", Run: flushdb},
 	{Name: "flushall", Arity: -1, Flags: Write | AllKeys, Categories: CatKeyspace | CatWrite | CatSlow | CatDangerous, Group: "server", Summary: "Removes all keys from all databases.", Run: flushall},
 	{Name: "time", Arity: 1, Flags: Fast, Categories: CatFast, Group: "server", Summary: "Returns the server time.", Run: timeCmd},
-	{Name: "shutdown", Arity: -1, Flags: NoScript | Admin | NoQueue, Categories: CatAdmin | CatSlow | CatDangerous, Group: "server", Summary: "Stops accepting connections, closes the open ones and exits.", Run: shutdown},
+	{Name: "shutdown", Arity: -1, Flags: NoScript | Admin | NoMulti, Categories: CatAdmin | CatSlow | CatDangerous, Group: "server", Summary: "Stops accepting connections, closes the open ones and exits.", Run: shutdown},
 	// SLOWLOG is refused in scripts, where Redis allows it: each replica of
 	// a Raft group has its own log, so a script that read it could make
 	// them diverge.

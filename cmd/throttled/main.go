@@ -188,8 +188,17 @@ func (m memFlag[T]) Set(v string) error {
 
 func run(args []string, stdout, stderr io.Writer) error {
 	fs, s := newFlags(stderr)
+	// The flag package prints what it refused; the list of flags goes to
+	// stdout, and only when asked for (--help, -h), which is no error.
+	fs.Usage = func() {}
 	if err := fs.Parse(args); err != nil {
-		return err
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(stdout)
+			fmt.Fprintln(stdout, "Usage: throttled [--config file] [flags]\n\nFlags (also the names of the config file's directives):")
+			fs.PrintDefaults()
+			return nil
+		}
+		return fmt.Errorf("%w (throttled --help lists the flags)", err)
 	}
 	if s.version {
 		_, err := io.WriteString(stdout, versionLine())

@@ -390,3 +390,28 @@ func TestMaxMemoryPolicy(t *testing.T) {
 		t.Errorf("allkeys-lfu: %v, want the list of policies", err)
 	}
 }
+
+// TestRun_Help: --help and -h print every flag to stdout and are no error
+// (the process exits 0); a flag that does not exist is one, and says where
+// the list is.
+func TestRun_Help(t *testing.T) {
+	for _, arg := range []string{"--help", "-h", "-help"} {
+		var out, errOut bytes.Buffer
+		if err := run([]string{arg}, &out, &errOut); err != nil {
+			t.Errorf("%s: %v", arg, err)
+		}
+		for _, want := range []string{"Usage: throttled", "-maxmemory", "-policy-file", "-replication"} {
+			if !strings.Contains(out.String(), want) {
+				t.Errorf("%s: stdout lacks %q:\n%s", arg, want, out.String())
+			}
+		}
+		if errOut.Len() != 0 {
+			t.Errorf("%s: stderr %q", arg, errOut.String())
+		}
+	}
+	var errOut bytes.Buffer
+	err := run([]string{"--no-such-flag"}, io.Discard, &errOut)
+	if err == nil || !strings.Contains(err.Error(), "--help") || !strings.Contains(errOut.String(), "no-such-flag") {
+		t.Errorf("--no-such-flag: %v, stderr %q", err, errOut.String())
+	}
+}
