@@ -167,12 +167,14 @@ func runScript(c *Ctx, bySHA, readOnly bool) {
 		c.W.Error(errOOM)
 		return
 	}
-	if _, err := sc.ReadOnly(readOnly); err != nil {
+	// A no-writes script is read-only through EVAL too.
+	ro, err := sc.ReadOnly(readOnly)
+	if err != nil {
 		c.W.Error(replyOf(err))
 		return
 	}
 	call := &c.st.script
-	call.outer, call.readOnly, call.oom = c, readOnly, oom
+	call.outer, call.readOnly, call.oom = c, ro, oom
 	// A script's SELECT lasts until the script ends, as in Redis 7.
 	db := c.st.db
 	eng.Run(context.Background(), sc, c.Args[3:3+n], c.Args[3+n:], call, c.W)
