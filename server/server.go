@@ -180,13 +180,22 @@ func Start(cfg Config) (*Node, error) {
 		manual = clock.NewManual(cmp.Or(cfg.DebugClockStart, time.Now().UnixNano()))
 		clk = manual
 	}
+	var metrics *metricsServer
+	if cfg.MetricsAddr != "" {
+		if metrics, err = listenMetrics(cfg.MetricsAddr, cfg.Logger); err != nil {
+			return nil, fmt.Errorf("--metrics-addr: %w", err)
+		}
+	}
 	var pdb *persistence.DB
 	if cfg.Dir != "" && cfg.Raft == nil {
 		if pdb, err = load(cfg, st, clk.Now()); err != nil {
+			if metrics != nil {
+				metrics.close()
+			}
 			return nil, err
 		}
 	}
-	n := &Node{Store: st, Clock: clk, Persistence: pdb, certs: certs, done: make(chan struct{})}
+	n := &Node{Store: st, Clock: clk, Persistence: pdb, certs: certs, metrics: metrics, done: make(chan struct{})}
 	fail := func(err error) (*Node, error) {
 		n.closeListeners()
 		closePersistence(pdb)
@@ -197,11 +206,6 @@ func Start(cfg Config) (*Node, error) {
 	}
 	if n.tlsLns, err = listen(cfg.Bind, cfg.TLSPort); err != nil {
 		return fail(err)
-	}
-	if cfg.MetricsAddr != "" {
-		if n.metrics, err = listenMetrics(cfg.MetricsAddr); err != nil {
-			return fail(fmt.Errorf("--metrics-addr: %w", err))
-		}
 	}
 	cmds, err := commands.New(commands.Config{
 		Store:         st,
@@ -284,7 +288,7 @@ func Start(cfg Config) (*Node, error) {
 	// the RESP listener serves.
 	if n.metrics != nil {
 		n.metrics.serve(n, cfg.Logger)
-		cfg.Logger.Info("serving metrics", "addr", n.metrics.addr(), "path", "/metrics")
+		cfg.Logger.Info("serving metrics and health probes", "addr", n.metrics.addr(), "paths", "/metrics /healthz /readyz")
 	}
 	var serving sync.WaitGroup
 	serve := func(lns []net.Listener, tc *tls.Config) {
