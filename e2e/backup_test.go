@@ -1,0 +1,166 @@
+package e2e
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/throttleddb/throttled/internal/testwait"
+)
+
+// everyKind writes a key of every kind: GCRA TATs, each engine's state,
+// counters, strings with and without a TTL, and a key in another database.
+var everyKind = [][]any{
+	{"CL.THROTTLE", "gcra", 5, 10, 3600, 3},
+	{"INCRBY", "counter", 42},
+	{"SET", "ttl", "v", "EX", 1000},
+	{"SET", "plain", "text"},
+	{"FWC.THROTTLE", "fwc", 10, 3600, 2},
+	{"SWL.THROTTLE", "swl", 10, 3600, 2},
+	{"SWC.THROTTLE", "swc", 10, 3600, 2, "SUBWINDOWS", 5},
+	{"TB.THROTTLE", "tb", 10, 1, 3600, 2},
+	{"LB.THROTTLE", "lb", 10, 1, 3600, 2},
+}
+
+// writeEveryKind runs everyKind on c, and SETs a key in database 5.
+func writeEveryKind(t *testing.T, c *redis.Client) {
+	t.Helper()
+	for _, cmd := range everyKind {
+		do(t, c, cmd...)
+	}
+	pipe := c.Pipeline()
+	pipe.Do(context.Background(), "SELECT", 5)
+	pipe.Do(context.Background(), "SET", "in-db-5", "x", "PX", 5_000_000)
+	if _, err := pipe.Exec(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// pairLoad increments pair:a and pair:b together in a transaction, over
+// and over, until stop is closed: in any consistent copy they are equal.
+func pairLoad(t *testing.T, s *server, stop chan struct{}) *sync.WaitGroup {
+	var wg sync.WaitGroup
+	for range 4 {
+		c := s.client(t)
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				_, err := c.TxPipelined(context.Background(), func(p redis.Pipeliner) error {
+					p.Incr(context.Background(), "pair:a")
+					p.Incr(context.Background(), "pair:b")
+					p.Do(context.Background(), "CL.THROTTLE", "pair:gcra", 1000, 1000, 1)
+					return nil
+				})
+				if err != nil {
+					t.Errorf("load: %v", err)
+					return
+				}
+			}
+		})
+	}
+	return &wg
+}
+
+// checkRestored compares the restored node r with the original s at the
+// same debug-clock instant: the pair is equal (one instant) and was written
+// to under load; once the load's keys are gone from both, the digests
+// match.
+func checkRestored(t *testing.T, s, r *server, now int64) {
+	t.Helper()
+	cs, cr := s.client(t), r.client(t)
+	do(t, cr, "DEBUG", "CLOCK", "SET", now)
+	a, b := do(t, cr, "GET", "pair:a"), do(t, cr, "GET", "pair:b")
+	if a != b || a == nil {
+		t.Fatalf("restored pair: a=%v b=%v, want equal and written", a, b)
+	}
+	t.Logf("restored pair at %v increments", a)
+	for _, c := range []*redis.Client{cs, cr} {
+		do(t, c, "DEL", "pair:a", "pair:b", "pair:gcra")
+	}
+	want, got := do(t, cs, "DEBUG", "DIGEST"), do(t, cr, "DEBUG", "DIGEST")
+	if got != want || want == strings.Repeat("0", 40) {
+		t.Fatalf("restored DEBUG DIGEST %v, original %v", got, want)
+	}
+	if got := infoField(t, cr, "keyspace", "db0"); !strings.HasPrefix(got, "keys=9,") {
+		t.Errorf("restored INFO keyspace db0 = %q, want 9 keys", got)
+	}
+	if got := infoField(t, cr, "keyspace", "db5"); !strings.HasPrefix(got, "keys=1,") {
+		t.Errorf("restored INFO keyspace db5 = %q, want 1 key", got)
+	}
+}
+
+// TestBackup_SingleNode: BACKUP under load writes a folder a new node
+// starts on with the keyspace as of one instant.
+func TestBackup_SingleNode(t *testing.T) {
+	s := start(t, t.TempDir(), "--debug-clock")
+	c := s.client(t)
+	now := do(t, c, "DEBUG", "CLOCK").(int64)
+	writeEveryKind(t, c)
+
+	stop := make(chan struct{})
+	wg := pairLoad(t, s, stop)
+	// Let the load write before and after the copy.
+	waitFor(t, c, "pair:a", 50)
+	backup := filepath.Join(t.TempDir(), "backup")
+	if got := do(t, c, "BACKUP", backup); got != "OK" {
+		t.Fatalf("BACKUP = %v", got)
+	}
+	waitFor(t, c, "pair:a", 100)
+	close(stop)
+	wg.Wait()
+
+	r := start(t, backup, "--debug-clock")
+	checkRestored(t, s, r, now)
+}
+
+// TestBackup_Refusals: paths BACKUP will not write to, and a user without
+// @admin.
+func TestBackup_Refusals(t *testing.T) {
+	dir := t.TempDir()
+	s := start(t, dir)
+	c := s.client(t)
+	taken := t.TempDir()
+	for _, tc := range []struct{ path, want string }{
+		{"relative/backup", `ERR backup path: "relative/backup" is not absolute`},
+		{taken, "already exists"},
+		{filepath.Join(dir, "inside"), "overlaps the node's data folder"},
+		{filepath.Join(taken, "no", "parent"), "does not exist"},
+	} {
+		_, err := c.Do(context.Background(), "BACKUP", tc.path).Result()
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("BACKUP %s: %v, want %q", tc.path, err, tc.want)
+		}
+	}
+	do(t, c, "ACL", "SETUSER", "app", "on", ">pw", "~*", "+@all", "-@dangerous")
+	app := redis.NewClient(&redis.Options{Addr: s.Addr, Protocol: 2, MaxRetries: -1, Username: "app", Password: "pw"})
+	defer app.Close()
+	_, err := app.Do(context.Background(), "BACKUP", filepath.Join(taken, "b")).Result()
+	if err == nil || !strings.HasPrefix(err.Error(), "NOPERM") {
+		t.Errorf("BACKUP by a user without @dangerous: %v", err)
+	}
+	_, err = c.TxPipelined(context.Background(), func(p redis.Pipeliner) error {
+		p.Do(context.Background(), "BACKUP", filepath.Join(taken, "m"))
+		return nil
+	})
+	if err == nil || !strings.Contains(err.Error(), "inside MULTI") {
+		t.Errorf("BACKUP in MULTI: %v", err)
+	}
+}
+
+// waitFor polls until the integer at key reaches n.
+func waitFor(t *testing.T, c *redis.Client, key string, n int64) {
+	t.Helper()
+	testwait.For(t, 30*time.Second, key+" written to", func() bool {
+		v, _ := c.Get(context.Background(), key).Int64()
+		return v >= n
+	})
+}
