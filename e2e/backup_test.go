@@ -164,3 +164,34 @@ func waitFor(t *testing.T, c *redis.Client, key string, n int64) {
 		return v >= n
 	})
 }
+
+// TestBackup_RaftMember: BACKUP on a Raft follower copies the member's
+// applied keyspace; a single node started on it holds the group's keys.
+func TestBackup_RaftMember(t *testing.T) {
+	nodes := raftCluster(t, 3)
+	lead := leaderOf(t, nodes)
+	c := lead.client(t)
+	do(t, c, "DEBUG", "CLOCK", "SET", far)
+	writeEveryKind(t, c)
+	stop := make(chan struct{})
+	wg := pairLoad(t, lead, stop)
+	waitFor(t, c, "pair:a", 50)
+	var follower *server
+	for _, s := range nodes {
+		if s != lead {
+			follower = s
+			break
+		}
+	}
+	backup := filepath.Join(t.TempDir(), "backup")
+	if got := do(t, follower.client(t), "BACKUP", backup); got != "OK" {
+		t.Fatalf("BACKUP = %v", got)
+	}
+	waitFor(t, c, "pair:a", 100)
+	close(stop)
+	wg.Wait()
+	waitSameDigest(t, nodes)
+
+	r := start(t, backup, "--debug-clock")
+	checkRestored(t, lead, r, far)
+}
