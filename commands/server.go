@@ -17,13 +17,15 @@ import (
 	"github.com/throttleddb/throttled/store"
 )
 
-// Version is the server version INFO and HELLO report. Clients parse
+// RedisVersion is the server version INFO and HELLO report. Clients parse
 // redis_version to pick features, so it names the Redis version whose
-// behaviour we follow; throttled_version carries our own.
-const (
-	Version      = "0.1.0"
-	RedisVersion = "7.0.15"
-)
+// behaviour we follow; throttled_version carries Version, our own.
+const RedisVersion = "7.0.15"
+
+// Version is throttled's own version. A release build stamps it with
+// -ldflags -X (scripts/release.sh), so it is a variable; the value here is
+// what a build from source reports.
+var Version = "0.2.0-dev"
 
 // Config configures a Server. Store and Clock are required.
 type Config struct {
@@ -35,6 +37,11 @@ type Config struct {
 	// RequirePass, when set, makes clients AUTH first: it is the default
 	// user's password.
 	RequirePass string
+	// PolicySecret keys the hash that a policy with a secret principal
+	// (an API key) keeps in its keys instead of the principal.
+	PolicySecret string
+	// PolicyFile is the YAML file of policies POLICY RELOAD reads.
+	PolicyFile string
 	// ACLFile is the file of users ACL LOAD reads and ACL SAVE writes; New
 	// loads it. Empty: users live only in memory.
 	ACLFile string
@@ -112,6 +119,8 @@ type Server struct {
 	password  atomic.Pointer[string]
 	acl       *acl
 	protected atomic.Bool // protected-mode
+	// policies are the rate-limit policies (policy.go).
+	policies *policyRegistry
 
 	clientsMu sync.Mutex // guards clients
 	clients   ClientLimits
@@ -169,6 +178,7 @@ func New(cfg Config) (*Server, error) {
 		s.clients = *cfg.Clients
 	}
 	s.conf = newSettings(s)
+	s.policies = newPolicyRegistry(cfg.Store, cfg.Logger)
 	return s, nil
 }
 
@@ -285,6 +295,13 @@ func (s *Server) ServeRESP(c *resp.Conn, args [][]byte) {
 			return
 		}
 	}
+	if spec.Prepare != nil {
+		var errText string
+		if args, errText = spec.Prepare(s, args); errText != "" {
+			s.reject(c, st, spec, errText)
+			return
+		}
+	}
 	if st.multi != nil && spec.Flags&NoQueue == 0 {
 		if s.cluster != nil && !logged(spec, args) {
 			s.reject(c, st, spec, errNotLogged)
@@ -341,6 +358,9 @@ func (s *Server) addLocks(l *store.LockSet, spec *Spec, args [][]byte) {
 	if spec.allKeys(args) {
 		l.AddAll()
 		return
+	}
+	if spec.Locks != nil {
+		spec.Locks(s, args, func(k []byte) { l.Add(s.store, k) })
 	}
 	if spec.KeysFn != nil {
 		spec.KeysFn(args, func(k []byte) { l.Add(s.store, k) })

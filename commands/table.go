@@ -46,6 +46,17 @@ type Spec struct {
 	// KeysFn finds the keys of a command whose key positions depend on its
 	// other arguments (Redis' "movablekeys"); it replaces FirstKey..Step.
 	KeysFn func(args [][]byte, fn func(key []byte))
+	// Locks finds the keys whose shards a call must hold when the server,
+	// not the arguments, names them: THROTTLE.POLICY's tiers' keys come
+	// from the policy table. They are locked as KeysFn's are, but are not
+	// the call's keys for ACL patterns or COMMAND GETKEYS.
+	Locks func(s *Server, args [][]byte, fn func(key []byte))
+	// Prepare turns a call into the one that is logged and run, on the node
+	// the client asked, before it is queued, proposed or run: POLICY
+	// RELOAD reads the policy file there and becomes POLICY LOAD with its
+	// text, so every replica applies the same policies. An error is the
+	// reply text.
+	Prepare func(s *Server, args [][]byte) ([][]byte, string)
 	// AllKeysFn says which calls work on the whole keyspace and lock every
 	// shard, for a command where only some do (DEBUG DIGEST, not DEBUG
 	// DIGEST-VALUE or CLOCK); the AllKeys flag says it of every call. It
@@ -264,6 +275,17 @@ var specs = []*Spec{
 	{Name: "swc.throttle", Arity: -4, Flags: Write | Fast, FirstKey: 1, LastKey: 1, Step: 1, Access: KeyRead | KeyWrite, Categories: CatWrite | CatRatelimit | CatFast, Group: "throttle", Summary: "Applies a sliding window counter.", Run: engineThrottle(famSWC)},
 	{Name: "tb.throttle", Arity: -5, Flags: Write | Fast, FirstKey: 1, LastKey: 1, Step: 1, Access: KeyRead | KeyWrite, Categories: CatWrite | CatRatelimit | CatFast, Group: "throttle", Summary: "Applies a token bucket.", Run: engineThrottle(famTB)},
 	{Name: "lb.throttle", Arity: -5, Flags: Write | Fast, FirstKey: 1, LastKey: 1, Step: 1, Access: KeyRead | KeyWrite, Categories: CatWrite | CatRatelimit | CatFast, Group: "throttle", Summary: "Applies a leaky bucket (as a queue).", Run: engineThrottle(famLB)},
+	{Name: "throttle.policy", Arity: -4, Flags: Write | NoScript, Locks: (*Server).policyLocks, Access: KeyUnchecked, Secrets: policySecrets, Categories: CatWrite | CatRatelimit | CatSlow, Group: "throttle", Summary: "Decides a request by the rate-limit policies held in the store.", Run: throttlePolicy},
+	{Name: "policy", Arity: -2, Flags: Write | NoScript | AllKeys, Categories: CatSlow, Group: "server", Summary: "A container for rate-limit policy commands.",
+		Subcommands: []Sub{
+			{Name: "del", Categories: CatAdmin | CatWrite | CatSlow | CatDangerous},
+			{Name: "get", Categories: CatRead | CatSlow},
+			{Name: "help", Categories: CatSlow},
+			{Name: "list", Categories: CatRead | CatSlow},
+			{Name: "load", Categories: CatAdmin | CatWrite | CatSlow | CatDangerous},
+			{Name: "reload", Categories: CatAdmin | CatWrite | CatSlow | CatDangerous},
+			{Name: "set", Categories: CatAdmin | CatWrite | CatSlow | CatDangerous},
+		}, Prepare: policyPrepare, Run: policyCmd},
 	{Name: "throttle.all", Arity: -5, Flags: Write, KeysFn: throttleAllKeys, Access: KeyRead | KeyWrite, Categories: CatWrite | CatRatelimit | CatSlow, Group: "throttle", Summary: "Checks several rate limits and consumes from all of them only if all allow.", Run: throttleAll},
 
 	// scripting

@@ -67,6 +67,12 @@ type Config struct {
 	// RequirePass makes clients AUTH with this password: it is the default
 	// user's.
 	RequirePass string
+	// PolicySecret keys the hash a policy with a secret principal keeps in
+	// its keys; every member of a cluster or mesh needs the same one.
+	PolicySecret string
+	// PolicyFile is the YAML file of rate-limit policies: a single node and
+	// a mesh node load it at start; POLICY RELOAD reads it again.
+	PolicyFile string
 	// ACLFile is the file of ACL users, read at start (it must exist and
 	// load) and by ACL LOAD, written by ACL SAVE; empty keeps users in
 	// memory only.
@@ -212,6 +218,8 @@ func Start(cfg Config) (*Node, error) {
 		Clock:         clk,
 		Manual:        manual,
 		RequirePass:   cfg.RequirePass,
+		PolicySecret:  cfg.PolicySecret,
+		PolicyFile:    cfg.PolicyFile,
 		ProtectedMode: !cfg.NoProtectedMode,
 		Clients:       cfg.Clients,
 		Port:          listenPort(n.lns),
@@ -260,6 +268,13 @@ func Start(cfg Config) (*Node, error) {
 			n.closeListeners()
 			closePersistence(pdb)
 			return nil, err
+		}
+	}
+	if cfg.PolicyFile != "" && cfg.Raft == nil {
+		// A Raft member's policies come from the log: POLICY RELOAD, sent
+		// to any member, puts its file there.
+		if _, err := cmds.LoadPolicyFile(); err != nil {
+			return fail(err)
 		}
 	}
 	n.net = resp.NewServer(resp.Config{

@@ -66,7 +66,7 @@ func (v *victim) better(e *entry, nowMs int64) bool {
 func (s *Store) evictOne(sh *shard, nowMs int64, keepDB int, keep []byte) bool {
 	var best victim
 	seen := 0
-	for db, m := range sh.dbs {
+	for db, m := range sh.dbs[:s.dbs] { // never the system database
 		// Map iteration starts at a random place, which makes this a sample.
 		for k, e := range m {
 			if db == keepDB && k == string(keep) {

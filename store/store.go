@@ -42,8 +42,8 @@ func (c *Config) Validate() error {
 	if c.Shards == 0 {
 		c.Shards = d.Shards
 	}
-	if c.Databases < 1 || c.Databases > 1<<16 {
-		return errors.Join(ErrBadConfig, errors.New("databases must be between 1 and 65536"))
+	if c.Databases < 1 || c.Databases > WireSystemDB {
+		return errors.Join(ErrBadConfig, errors.New("databases must be between 1 and 65535"))
 	}
 	if c.Shards < 1 || c.Shards&(c.Shards-1) != 0 || c.Shards > 1<<16 {
 		return errors.Join(ErrBadConfig, errors.New("shards must be a power of two up to 65536"))
@@ -83,12 +83,17 @@ type Store struct {
 	gone atomic.Int64
 	// hold keeps merged states past their expiry (SetHold).
 	hold func(db int, key []byte, v Value) bool
+	// system hears every change of the system database (SetSystemWatch).
+	system func(key []byte, v Value, present bool)
 }
 
 // Journal receives every change to the keyspace, for persistence. Calls for
 // one key arrive in the order the changes happened: the store makes them
 // while it holds the key's shard lock. key and v.Bytes are valid only during
 // the call.
+//
+// The journal and Collect's Collector see databases as numbered outside
+// the store (WireDB): the system database as WireSystemDB.
 type Journal interface {
 	// Set records that key now holds v with expiry expireMs (Unix ms, 0 for
 	// none).
@@ -185,19 +190,59 @@ func New(cfg Config) (*Store, error) {
 		dbs:    cfg.Databases,
 
 		evict:   make(chan struct{}, 1),
-		flushed: make([]bool, cfg.Databases),
+		flushed: make([]bool, cfg.Databases+1),
 	}
 	s.SetLimits(cfg.MaxKeys, cfg.MaxMemory)
 	for i := range s.shards {
-		s.shards[i].dbs = make([]map[string]*entry, cfg.Databases)
-		s.shards[i].expires = make([]int, cfg.Databases)
-		s.shards[i].memory = make([]int64, cfg.Databases)
+		s.shards[i].dbs = make([]map[string]*entry, cfg.Databases+1)
+		s.shards[i].expires = make([]int, cfg.Databases+1)
+		s.shards[i].memory = make([]int64, cfg.Databases+1)
 	}
 	return s, nil
 }
 
-// Databases returns the number of databases.
+// Databases returns the number of databases clients can SELECT.
 func (s *Store) Databases() int { return s.dbs }
+
+// SystemDB is the index of the system database, which follows the ones
+// clients can SELECT: the server keeps its own replicated state there (the
+// rate-limit policies). It is saved, replicated, digested and restored as
+// every database is, but no client command names it, FLUSHALL and
+// INFO keyspace leave it alone, and eviction never takes its keys.
+func (s *Store) SystemDB() int { return s.dbs }
+
+// AllDatabases is the number of databases including the system database.
+func (s *Store) AllDatabases() int { return s.dbs + 1 }
+
+// WireSystemDB is the system database's number outside the store: on disk,
+// in Raft snapshots and in mesh frames. It is fixed, above every database a
+// client can SELECT, so a node restarted with another --databases still
+// finds its system keys there.
+const WireSystemDB = 1<<16 - 1
+
+// WireDB is db's number outside the store (persistence, snapshots, frames).
+func (s *Store) WireDB(db int) int {
+	if db == s.dbs {
+		return WireSystemDB
+	}
+	return db
+}
+
+// LocalDB is the store's database numbered wire outside it, and false when
+// the store has no such database.
+func (s *Store) LocalDB(wire int) (int, bool) {
+	if wire == WireSystemDB {
+		return s.dbs, true
+	}
+	return wire, wire >= 0 && wire < s.dbs
+}
+
+// SetSystemWatch makes fn hear every change of the system database: a
+// key's new value (present) or its removal, and for a flush of the whole
+// database a nil key. fn is called with the key's shard locked (every shard
+// for a flush), and v is valid only during the call; it must not call the
+// store. Set it before the store is used.
+func (s *Store) SetSystemWatch(fn func(key []byte, v Value, present bool)) { s.system = fn }
 
 // ExpiredKeys returns how many keys have been removed because they expired.
 func (s *Store) ExpiredKeys() int64 { return s.expiredKeys.Load() }
@@ -434,12 +479,18 @@ func (s *Store) remove(sh *shard, db int, key []byte, e *entry) {
 	delete(sh.dbs[db], string(key))
 	sh.touch(db, key)
 	s.removed(sh, db, key, e)
+	if db == s.dbs && s.system != nil {
+		s.system(key, Value{}, false)
+	}
 }
 
 // changed tells watchers and the journal that e, key's entry, was written.
 func (s *Store) changed(sh *shard, db int, key []byte, e *entry) {
 	sh.touch(db, key)
 	s.written(db, key, e)
+	if db == s.dbs && s.system != nil {
+		s.system(key, e.value(), true)
+	}
 }
 
 // account adds keys and bytes to db's counts in sh and the store's totals.
@@ -627,6 +678,9 @@ func (t Tx) Flush(db int) {
 		sh.expires[db] = 0
 	}
 	t.s.flushedDB(db)
+	if db == t.s.dbs && t.s.system != nil {
+		t.s.system(nil, Value{}, false)
+	}
 }
 
 // ForEach calls fn for every live key of db, with its value and expiry (Unix

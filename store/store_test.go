@@ -547,3 +547,53 @@ func BenchmarkSampleExpire(b *testing.B) {
 		}
 	}
 }
+
+// TestEvict_NeverSystem: eviction never takes a key of the system
+// database, however full the store, and flushes of the clients' databases
+// (FLUSHALL) leave it; the watch hears its writes and removal.
+func TestEvict_NeverSystem(t *testing.T) {
+	s, err := New(Config{Shards: 1, MaxKeys: 6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var heard []string
+	s.SetSystemWatch(func(key []byte, v Value, present bool) {
+		heard = append(heard, fmt.Sprintf("%s=%s,%v", key, v.Bytes, present))
+	})
+	all := &LockSet{}
+	all.AddAll()
+	write := func(fn func(tx Tx)) {
+		s.Lock(all)
+		defer s.Unlock(all)
+		fn(s.Tx(t0))
+	}
+	write(func(tx Tx) {
+		for i := range 5 {
+			// With an expiry, which eviction would take first (a mesh
+			// keeps a deleted policy's tombstone so).
+			tx.Put(s.SystemDB(), []byte(fmt.Sprint("p", i)), Value{Kind: KindString, Bytes: []byte("x")}, t0/1e6+1e6)
+		}
+	})
+	for i := range 100 {
+		write(func(tx Tx) { tx.Put(0, []byte(fmt.Sprint(i)), IntValue(int64(i)), 0) })
+		s.evictAll(t0)
+	}
+	write(func(tx Tx) {
+		if got := tx.DBSize(s.SystemDB()); got != 5 {
+			t.Errorf("system database holds %d keys after the flood, want 5", got)
+		}
+		if keys, _ := s.Usage(); keys > 6 {
+			t.Errorf("%d keys, over MaxKeys 6", keys)
+		}
+		for db := range s.Databases() {
+			tx.Flush(db)
+		}
+		if got := tx.DBSize(s.SystemDB()); got != 5 {
+			t.Errorf("system database holds %d keys after FLUSHALL's flushes, want 5", got)
+		}
+		tx.Delete(s.SystemDB(), []byte("p0"))
+	})
+	if len(heard) != 6 || heard[0] != "p0=x,true" || heard[5] != "p0=,false" {
+		t.Errorf("the watch heard %q", heard)
+	}
+}

@@ -82,6 +82,8 @@ func newFlags(stderr io.Writer) (*flag.FlagSet, *settings) {
 	fs.BoolVar(&s.version, "v", false, "the same as --version")
 	fs.StringVar(&cfg.ConfigFile, "config", "", "read settings from this file (redis.conf style: one \"name value\" per line, names as the flags)")
 	fs.StringVar(&cfg.RequirePass, "requirepass", "", "require clients to AUTH with this password (the default user's)")
+	fs.StringVar(&cfg.PolicyFile, "policy-file", "", "YAML file of rate-limit policies, loaded at start (single node, mesh) and by POLICY RELOAD")
+	fs.StringVar(&cfg.PolicySecret, "policy-secret", "", "the key of the hash that replaces a secret principal (an API key) in policy keys; the same on every member")
 	fs.StringVar(&cfg.ACLFile, "aclfile", "", "file of ACL users (Redis' format), read at start and by ACL LOAD, written by ACL SAVE")
 	fs.IntVar(&cfg.Databases, "databases", 16, "number of databases (SELECT 0..n-1)")
 	fs.BoolVar(&cfg.DebugClock, "debug-clock", false, "freeze the clock at start; DEBUG CLOCK SET/ADVANCE move it (for tests)")

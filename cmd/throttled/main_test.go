@@ -58,7 +58,8 @@ func TestConfigFile(t *testing.T) {
 // TestRun_Version: --version and -v print one line in redis-server's
 // shape, with redis-server's fields in redis-server's order, and exit 0.
 func TestRun_Version(t *testing.T) {
-	line := regexp.MustCompile(`^throttled server v=0\.1\.0 redis=7\.0\.15 sha=[0-9a-f]{8}:[01] go=go[^ ]+ bits=(32|64) build=[0-9a-f]+\n$`)
+	line := regexp.MustCompile(`^throttled server v=` + regexp.QuoteMeta(commands.Version) +
+		` redis=7\.0\.15 sha=[0-9a-f]{8}:[01] go=go[^ ]+ bits=(32|64) build=[0-9a-f]+\n$`)
 	var out bytes.Buffer
 	for _, arg := range []string{"-v", "--version"} {
 		out.Reset()
