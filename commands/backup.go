@@ -41,7 +41,7 @@ func backup(c *Ctx) {
 		c.W.Error(backupError(err))
 		return
 	}
-	snap := persistence.AppendSnapshot(nil, c.replicaTx(), c.srv.store.Databases())
+	snap := persistence.AppendSnapshot(nil, c.srv.store, c.replicaTx())
 	d := c.Conn.Defer()
 	log := c.srv.log
 	go func() {
