@@ -13,7 +13,7 @@ import (
 	"github.com/throttleddb/throttled/internal/testwait"
 )
 
-// everyKind writes a key of every kind: GCRA TATs, each engine's state,
+// everyKind writes a key of every kind (database 0): GCRA TATs, each engine's state,
 // counters, strings with and without a TTL, and a key in another database.
 var everyKind = [][]any{
 	{"CL.THROTTLE", "gcra", 5, 10, 3600, 3},
