@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/throttleddb/throttled/internal/proc"
 	"github.com/throttleddb/throttled/internal/testwait"
 )
 
@@ -194,4 +196,61 @@ func TestBackup_RaftMember(t *testing.T) {
 
 	r := start(t, backup, "--debug-clock")
 	checkRestored(t, lead, r, far)
+}
+
+// TestBackup_RestoreNewRaftGroup: a single node's BACKUP starts a new
+// one-member Raft group (--restore-from); a member added with --join gets
+// the state as a snapshot, and both hold the keyspace as of the backup.
+func TestBackup_RestoreNewRaftGroup(t *testing.T) {
+	s := start(t, t.TempDir(), "--debug-clock")
+	c := s.client(t)
+	now := do(t, c, "DEBUG", "CLOCK").(int64)
+	writeEveryKind(t, c)
+	stop := make(chan struct{})
+	wg := pairLoad(t, s, stop)
+	waitFor(t, c, "pair:a", 50)
+	backup := filepath.Join(t.TempDir(), "backup")
+	if got := do(t, c, "BACKUP", backup); got != "OK" {
+		t.Fatalf("BACKUP = %v", got)
+	}
+	close(stop)
+	wg.Wait()
+
+	member := func(id string, args ...string) *server {
+		port, err := proc.FreePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := proc.Addr(port)
+		args = append(args, "--node-id", id, "--cluster-addr", addr)
+		if args[0] == "--restore-from" {
+			// The group starts with this member alone.
+			args = append(args, "--peers", id+"="+addr)
+		}
+		return start(t, t.TempDir(), append([]string{"--debug-clock", "--replication", "raft"}, args...)...)
+	}
+	n1 := member("n1", "--restore-from", backup)
+	leaderOf(t, []*server{n1})
+	n2 := member("n2", "--join", n1.Addr)
+	checkRestored(t, s, n1, now)
+	waitSameDigest(t, []*server{n1, n2})
+
+	// Started again with the flag, the member refuses rather than seed
+	// its group a second time over the state it holds.
+	if err := n1.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	port, err := proc.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := proc.Start(context.Background(), proc.Config{Name: "throttled", Path: bin, Addr: proc.Addr(port),
+		Args: append([]string{"--port", strconv.Itoa(port), "--dir", n1.dir}, n1.args...), Timeout: 30 * time.Second})
+	if err == nil {
+		again.Stop()
+		t.Fatal("restarted with --restore-from over its Raft state: it started")
+	}
+	if !strings.Contains(err.Error(), "already holds Raft state") {
+		t.Fatalf("restarted with --restore-from: %v", err)
+	}
 }

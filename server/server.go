@@ -248,6 +248,12 @@ func Start(cfg Config) (*Node, error) {
 	n.Commands = cmds
 	sweepNow := clk.Now
 	if cfg.Raft != nil {
+		if from := cfg.Raft.RestoreFrom; from != "" {
+			if err := loadBackup(from, st, clk.Now(), cfg.Logger); err != nil {
+				n.closeListeners()
+				return nil, err
+			}
+		}
 		if n.raft, err = startRaft(&cfg, cmds, n.respAddr(cfg.TLSReplication), certs, clk); err != nil {
 			n.closeListeners()
 			return nil, err
