@@ -109,7 +109,8 @@ type Config struct {
 	// LatencyMonitorThreshold is latency-monitor-threshold in ms (0: off).
 	LatencyMonitorThreshold int64
 	// MetricsAddr, when set, is the host:port where /metrics serves
-	// Prometheus metrics (see metrics.go); port 0 picks a free one.
+	// Prometheus metrics (see metrics.go), beside the /healthz and /readyz
+	// probes (health.go); port 0 picks a free one.
 	MetricsAddr string
 	// Raft makes the node a member of a Raft group; nil runs a single node.
 	Raft *RaftConfig

@@ -109,7 +109,7 @@ func newFlags(stderr io.Writer) (*flag.FlagSet, *settings) {
 	fs.Int64Var(&s.slowlog.MaxLen, "slowlog-max-len", commands.DefaultSlowlog.MaxLen, "SLOWLOG: how many entries to keep, the oldest dropped first")
 	cfg.Slowlog = &s.slowlog
 	fs.Int64Var(&cfg.LatencyMonitorThreshold, "latency-monitor-threshold", 0, "LATENCY: sample commands that run this many milliseconds or more (0: off)")
-	fs.StringVar(&cfg.MetricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://host:port/metrics (default: off)")
+	fs.StringVar(&cfg.MetricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://host:port/metrics, and the /healthz and /readyz probes (default: off)")
 	return fs, &s
 }
 
