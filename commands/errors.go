@@ -22,6 +22,7 @@ const (
 	errExecNoMulti   = "ERR EXEC without MULTI"
 	errDiscardNoMult = "ERR DISCARD without MULTI"
 	errExecAbort     = "EXECABORT Transaction discarded because of previous errors."
+	errOOM           = "OOM command not allowed when used memory > 'maxmemory'."
 	errWatchInMulti  = "ERR WATCH inside MULTI is not allowed"
 	errClusterOff    = "ERR This instance has cluster support disabled"
 	errClientName    = "ERR Client names cannot contain spaces, newlines or special characters."

@@ -42,15 +42,70 @@ import (
 type policyRegistry struct {
 	log *slog.Logger
 
-	mu    sync.Mutex        // guards raw and dirty
-	raw   map[string][]byte // id -> the policy's stored JSON
-	dirty bool              // raw changed since table was built
+	mu  sync.Mutex        // guards raw
+	raw map[string][]byte // id -> the policy's stored JSON
+	// dirty: raw changed since table was built. Set with mu held; read
+	// without it first, so a decision takes no lock when nothing changed.
+	dirty atomic.Bool
 
 	table atomic.Pointer[policy.Table]
+	// loading counts POLICY LOADs writing the set: meanwhile the table is
+	// not rebuilt, so no decision sees half of a new set.
+	loading atomic.Int32
+
+	statsMu sync.Mutex // guards stats
+	// stats are each policy's decision counters, kept while the policy is
+	// in the table: bounded by policy.MaxPolicies, never per principal.
+	stats map[string]*PolicyStats
+}
+
+// PolicyStats are one policy's decisions since the start: calls allowed,
+// calls refused, and calls a shadow policy would have refused (and let
+// through). Probes and EXPLAIN are not counted.
+type PolicyStats struct {
+	Allowed, Limited, ShadowLimited atomic.Int64
+}
+
+// count records a decision of p.
+func (r *policyRegistry) count(id string, limited, shadowed bool) {
+	r.statsMu.Lock()
+	st := r.stats[id]
+	if st == nil {
+		st = &PolicyStats{}
+		r.stats[id] = st
+	}
+	r.statsMu.Unlock()
+	switch {
+	case shadowed:
+		st.ShadowLimited.Add(1)
+	case limited:
+		st.Limited.Add(1)
+	default:
+		st.Allowed.Add(1)
+	}
+}
+
+// PolicyStats calls fn with the counters of every policy in the table that
+// has decided a call, in id order.
+func (s *Server) PolicyStats(fn func(id string, st *PolicyStats)) {
+	t := s.policies.Table()
+	r := s.policies
+	r.statsMu.Lock()
+	defer r.statsMu.Unlock()
+	for _, p := range t.Policies() {
+		if st := r.stats[p.ID]; st != nil {
+			fn(p.ID, st)
+		}
+	}
+	for id := range r.stats {
+		if _, ok := t.Get(id); !ok {
+			delete(r.stats, id) // the policy is gone
+		}
+	}
 }
 
 func newPolicyRegistry(st *store.Store, log *slog.Logger) *policyRegistry {
-	r := &policyRegistry{log: log, raw: map[string][]byte{}}
+	r := &policyRegistry{log: log, raw: map[string][]byte{}, stats: map[string]*PolicyStats{}}
 	empty, _ := policy.New(nil)
 	r.table.Store(empty)
 	st.SetSystemWatch(r.watch)
@@ -82,7 +137,7 @@ func (r *policyRegistry) watch(key []byte, v store.Value, present bool) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.dirty = true
+	r.dirty.Store(true)
 	switch {
 	case key == nil:
 		clear(r.raw)
@@ -95,9 +150,12 @@ func (r *policyRegistry) watch(key []byte, v store.Value, present bool) {
 
 // Table is the current policy table, built again if the policies changed.
 func (r *policyRegistry) Table() *policy.Table {
+	if !r.dirty.Load() || r.loading.Load() > 0 {
+		return r.table.Load()
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if !r.dirty {
+	if !r.dirty.Load() {
 		return r.table.Load()
 	}
 	ids := make([]string, 0, len(r.raw))
@@ -119,8 +177,20 @@ func (r *policyRegistry) Table() *policy.Table {
 		r.log.Error("conflicting policies; the later id is left out", "err", err)
 	}
 	r.table.Store(t)
-	r.dirty = false
+	r.dirty.Store(false)
 	return t
+}
+
+// infoPolicies appends INFO's Policies section: how many policies there
+// are, and each one's decisions (as throttled_policy_decisions_total).
+func (s *Server) infoPolicies(b []byte) []byte {
+	b = append(b, "# Policies\r\n"...)
+	b = fmt.Appendf(b, "policies:%d\r\n", s.policies.Table().Len())
+	s.PolicyStats(func(id string, st *PolicyStats) {
+		b = fmt.Appendf(b, "policy_%s:allowed=%d,limited=%d,shadow_limited=%d\r\n",
+			id, st.Allowed.Load(), st.Limited.Load(), st.ShadowLimited.Load())
+	})
+	return b
 }
 
 // inDB runs fn with the connection's database set to db: the string
@@ -280,6 +350,8 @@ func (c *Ctx) loadPolicies(text []byte) (int, string) {
 		return 0, "ERR invalid policy file: " + strings.TrimPrefix(err.Error(), policy.ErrInvalid.Error()+": ")
 	}
 	old := c.srv.policies.Table()
+	c.srv.policies.loading.Add(1)
+	defer c.srv.policies.loading.Add(-1)
 	c.inDB(c.srv.store.SystemDB(), func() {
 		keep := map[string]bool{}
 		for i := range ps {
@@ -408,11 +480,10 @@ func policySecrets(args [][]byte, secret func(int)) {
 	}
 }
 
-// tierKey is the key of one tier of p for a request: policy id, tier,
+// appendTierKey appends the key of one tier of p for a request: policy id, tier,
 // tenant and principal (a keyed hash of it when the policy says it is a
 // secret), joined by ":", which ids and tenants cannot hold.
-func (s *Server) tierKey(p *policy.Policy, tier int, tenant string, principal []byte) []byte {
-	k := make([]byte, 0, 16+len(p.ID)+len(tenant)+len(principal))
+func (s *Server) appendTierKey(k []byte, p *policy.Policy, tier int, tenant string, principal []byte) []byte {
 	k = append(k, "policy:"...)
 	k = append(k, p.ID...)
 	k = append(k, ':')
@@ -429,19 +500,29 @@ func (s *Server) tierKey(p *policy.Policy, tier int, tenant string, principal []
 }
 
 // policyLocks finds the keys THROTTLE.POLICY will use, from the table as
-// it is now, for the shard locks.
-func (s *Server) policyLocks(args [][]byte, fn func(key []byte)) {
+// it is now, for the shard locks, and keeps that table for its Run: the
+// call is decided by the table its keys came from, whatever changed while
+// it waited for them.
+func (s *Server) policyLocks(st *connState, args [][]byte, fn func(key []byte)) {
+	t := s.policies.Table()
+	st.policies = t
 	pc, errText := parsePolicyCall(args)
 	if errText != "" {
 		return
 	}
-	_, cands := s.policies.Table().Resolve(pc.req)
 	if !pc.explain {
-		cands = cands[:min(len(cands), 1)]
+		if _, p := t.Decide(pc.req); p != nil {
+			var buf [128]byte
+			for i := range p.Tiers {
+				fn(s.appendTierKey(buf[:0], p, i, pc.req.Tenant, pc.principal))
+			}
+		}
+		return
 	}
+	_, cands := t.Resolve(pc.req)
 	for _, cand := range cands {
 		for i := range cand.Policy.Tiers {
-			fn(s.tierKey(cand.Policy, i, pc.req.Tenant, pc.principal))
+			fn(s.appendTierKey(nil, cand.Policy, i, pc.req.Tenant, pc.principal))
 		}
 	}
 }
@@ -455,33 +536,34 @@ var stepNames = [...]string{
 	policy.StepUnknownAny:     "unknown",
 }
 
-// tierLimits makes the limits of p's tiers for a call, with their shards
-// locked; false when a shard could not be taken (see errPolicyChanged).
-func (c *Ctx) tierLimits(p *policy.Policy, pc *policyCall, qty int64) ([]limit, bool) {
-	limits := make([]limit, len(p.Tiers))
-	for i, t := range p.Tiers {
-		key := c.srv.tierKey(p, i, pc.req.Tenant, pc.principal)
+// tierLimits fills limits with those of p's tiers for a call, with their
+// shards locked; false when a shard could not be taken (see
+// errPolicyChanged). The keys share one buffer.
+func (c *Ctx) tierLimits(limits []limit, t *policy.Table, p *policy.Policy, pc *policyCall, qty int64) bool {
+	keys := make([]byte, 0, len(p.Tiers)*(24+len(p.ID)+len(pc.req.Tenant)+len(pc.principal)))
+	for i, b := range t.Tiers(p) {
+		start := len(keys)
+		keys = c.srv.appendTierKey(keys, p, i, pc.req.Tenant, pc.principal)
+		key := keys[start:len(keys):len(keys)]
 		if !c.srv.store.Extend(&c.st.locks, key) {
-			return nil, false
+			return false
 		}
-		// The table holds only valid policies: Build cannot fail.
-		eng, gp, _ := t.Build()
-		limits[i] = limit{key: key, eng: eng, gp: gp, qty: qty}
-		if eng != nil {
-			limits[i].fam = familyOfEngine(eng.Kind())
+		limits[i] = limit{key: key, eng: b.Limiter, gp: b.GCRA, qty: qty}
+		if b.Limiter != nil {
+			limits[i].fam = familyOfEngine(b.Limiter.Kind())
 		}
 	}
-	return limits, true
+	return true
 }
 
 // explainPolicy answers THROTTLE.POLICY ... EXPLAIN.
-func explainPolicy(c *Ctx, pc *policyCall) {
-	endpoint, cands := c.srv.policies.Table().Resolve(pc.req)
+func explainPolicy(c *Ctx, t *policy.Table, pc *policyCall) {
+	endpoint, cands := t.Resolve(pc.req)
 	all := make([][]limit, len(cands))
 	for i, cand := range cands {
 		qty := pc.qty(cand.Policy)
-		limits, ok := c.tierLimits(cand.Policy, pc, qty)
-		if !ok {
+		limits := make([]limit, len(cand.Policy.Tiers))
+		if !c.tierLimits(limits, t, cand.Policy, pc, qty) {
 			c.W.Error(errPolicyChanged.Error())
 			return
 		}
@@ -522,11 +604,15 @@ func throttlePolicy(c *Ctx) {
 		c.W.Error(errText)
 		return
 	}
+	t := c.st.policies
+	if t == nil { // not through Spec.Locks (cannot happen today)
+		t = c.srv.policies.Table()
+	}
 	if pc.explain {
-		explainPolicy(c, &pc)
+		explainPolicy(c, t, &pc)
 		return
 	}
-	endpoint, p := c.srv.policies.Table().Decide(pc.req)
+	endpoint, p := t.Decide(pc.req)
 	if p == nil {
 		c.W.Array(10)
 		c.W.Int(0)
@@ -541,8 +627,9 @@ func throttlePolicy(c *Ctx) {
 		return
 	}
 	qty := pc.qty(p)
-	limits, ok := c.tierLimits(p, &pc, qty)
-	if !ok {
+	var buf [policy.MaxTiers]limit
+	limits := buf[:len(p.Tiers)]
+	if !c.tierLimits(limits, t, p, &pc, qty) {
 		c.W.Error(errPolicyChanged.Error())
 		return
 	}
@@ -555,8 +642,9 @@ func throttlePolicy(c *Ctx) {
 	if shadowed {
 		limited = false
 	}
-	if !pc.probe {
+	if !pc.probe && qty > 0 {
 		c.decide(qty, limited)
+		c.srv.policies.count(p.ID, limited, shadowed)
 	}
 	writePolicyReply(c, p, endpoint, limits, limited, shadowed, p.Tiers)
 }

@@ -3,8 +3,10 @@ package commands
 import (
 	"errors"
 	"fmt"
+	"github.com/throttleddb/throttled/policy"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -218,6 +220,9 @@ type connState struct {
 	ctx Ctx
 	// script runs the commands of the connection's Lua scripts.
 	script scriptCall
+	// policies is the policy table THROTTLE.POLICY found its keys in
+	// (Spec.Locks), which its Run decides by (policy.go).
+	policies *policy.Table
 }
 
 type multiState struct {
@@ -289,6 +294,10 @@ func (s *Server) ServeRESP(c *resp.Conn, args [][]byte) {
 		s.reject(c, st, spec, scripting.ReplyBusy)
 		return
 	}
+	if s.store.OutOfMemory() && refusedOnOOM(st, spec) {
+		s.reject(c, st, spec, errOOM)
+		return
+	}
 	if spec.Flags&Write != 0 && s.cfg.Persistence != nil {
 		if err := s.cfg.Persistence.Err(); err != nil {
 			s.reject(c, st, spec, "MISCONF Errors writing to the data folder, so writes are refused: "+err.Error())
@@ -324,6 +333,23 @@ func (s *Server) ServeRESP(c *resp.Conn, args [][]byte) {
 	s.execute(c, &c.W, st, spec, args, now, start)
 }
 
+// refusedOnOOM reports whether spec is refused while the store is over its
+// bounds under maxmemory-policy noeviction, as Redis' processCommand
+// decides: a DenyOOM command, EXEC of a transaction that queued one, and
+// inside MULTI anything but EXEC, DISCARD, QUIT and RESET, since queuing
+// takes memory too. (A script's own OOM rules are in runScript.)
+func refusedOnOOM(st *connState, spec *Spec) bool {
+	switch {
+	case spec.Flags&DenyOOM != 0:
+		return true
+	case spec.Name == "exec":
+		return st.multi != nil && slices.ContainsFunc(st.multi.specs, func(sp *Spec) bool { return sp.Flags&DenyOOM != 0 })
+	case st.multi != nil:
+		return spec.Name != "discard" && spec.Name != "quit" && spec.Name != "reset"
+	}
+	return false
+}
+
 // instant is the instant of a command dispatched at start: start itself
 // on the real clock, so that one reading of the clock gives both the
 // command's instant and the start of its timing (see run), else the
@@ -341,7 +367,7 @@ func (s *Server) instant(start time.Time) int64 {
 // start, before it waits for its locks (see run).
 func (s *Server) execute(c *resp.Conn, w *resp.Writer, st *connState, spec *Spec, args [][]byte, now int64, start time.Time) {
 	st.locks.Reset()
-	s.addLocks(&st.locks, spec, args)
+	s.addLocks(&st.locks, st, spec, args)
 	s.store.Lock(&st.locks)
 	if s.mesh != nil {
 		// Read with the locks held: see Mesh.Now.
@@ -353,14 +379,14 @@ func (s *Server) execute(c *resp.Conn, w *resp.Writer, st *connState, spec *Spec
 	s.store.Unlock(&st.locks)
 }
 
-// addLocks adds the shards spec needs for args to l.
-func (s *Server) addLocks(l *store.LockSet, spec *Spec, args [][]byte) {
+// addLocks adds the shards spec needs for args to l, for the connection st.
+func (s *Server) addLocks(l *store.LockSet, st *connState, spec *Spec, args [][]byte) {
 	if spec.allKeys(args) {
 		l.AddAll()
 		return
 	}
 	if spec.Locks != nil {
-		spec.Locks(s, args, func(k []byte) { l.Add(s.store, k) })
+		spec.Locks(s, st, args, func(k []byte) { l.Add(s.store, k) })
 	}
 	if spec.KeysFn != nil {
 		spec.KeysFn(args, func(k []byte) { l.Add(s.store, k) })

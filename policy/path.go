@@ -26,14 +26,24 @@ import "strings"
 // Normalize returns the canonical segments of a request path, and false
 // when the path is invalid.
 func Normalize(path string) ([]string, bool) {
-	if i := strings.IndexAny(path, "?#"); i >= 0 {
-		path = path[:i]
+	return AppendNormalized(make([]string, 0, 8), path)
+}
+
+// AppendNormalized is Normalize appending the segments to segs, which a
+// caller can reuse between calls; a clean path's segments alias it.
+func AppendNormalized(segs []string, path string) ([]string, bool) {
+	for i := 0; i < len(path); i++ {
+		if path[i] == '?' || path[i] == '#' {
+			path = path[:i]
+			break
+		}
 	}
 	if !strings.HasPrefix(path, "/") {
 		return nil, false
 	}
-	segs := make([]string, 0, 8)
-	for _, raw := range strings.Split(path[1:], "/") {
+	for rest := path[1:]; ; {
+		raw, after, more := strings.Cut(rest, "/")
+		rest = after
 		seg, ok := decodeSegment(raw)
 		if !ok {
 			return nil, false
@@ -47,8 +57,10 @@ func Normalize(path string) ([]string, bool) {
 		default:
 			segs = append(segs, seg)
 		}
+		if !more {
+			return segs, true
+		}
 	}
-	return segs, true
 }
 
 // Join is the path of canonical segments: "/" and the segments.

@@ -3,14 +3,18 @@ package policy
 import (
 	"slices"
 	"strings"
+
+	"github.com/throttleddb/throttled/engines"
+	"github.com/throttleddb/throttled/gcra"
 )
 
 // A Table is a checked set of policies, indexed for Resolve. It is
 // immutable once built, and so safe for concurrent use.
 type Table struct {
 	byID     map[string]*Policy
-	ids      []string // sorted
-	root     *node    // the templates, as a trie of segments
+	built    map[*Policy][]Built // each policy's tiers, built once
+	ids      []string            // sorted
+	root     *node               // the templates, as a trie of segments
 	names    map[string]*group
 	fallback map[string]*group // Default, Unknown
 }
@@ -20,6 +24,10 @@ type Table struct {
 type group struct {
 	endpoint string
 	tenants  map[string][]*Policy
+	// anyMethod: some policy covers every method; else methods are those
+	// some policy covers (coversAny without walking the tenants).
+	anyMethod bool
+	methods   []string
 }
 
 // pick is the group's policy for the tenant and method, nil if none.
@@ -39,17 +47,7 @@ func (g *group) pick(tenant, method string) *Policy {
 // method, whatever the tenant: then a request with that method has found
 // its endpoint, even if its own tenant has no policy there.
 func (g *group) coversAny(method string) bool {
-	if g == nil {
-		return false
-	}
-	for _, ps := range g.tenants {
-		for _, p := range ps {
-			if p.covers(method) {
-				return true
-			}
-		}
-	}
-	return false
+	return g != nil && (g.anyMethod || slices.Contains(g.methods, method))
 }
 
 // node is one position of the template trie. Looking a path up walks it in
@@ -84,7 +82,7 @@ func New(ps []Policy) (*Table, error) {
 func Build(ps []Policy) (*Table, []error) { return build(ps, false) }
 
 func build(ps []Policy, strict bool) (*Table, []error) {
-	t := &Table{byID: map[string]*Policy{}, root: &node{}, names: map[string]*group{}, fallback: map[string]*group{}}
+	t := &Table{byID: map[string]*Policy{}, built: map[*Policy][]Built{}, root: &node{}, names: map[string]*group{}, fallback: map[string]*group{}}
 	var errs []error
 	for i := range ps {
 		if err := t.add(&ps[i]); err != nil {
@@ -122,11 +120,36 @@ func (t *Table) add(p *Policy) error {
 			}
 		}
 		g.tenants[p.Tenant] = append(g.tenants[p.Tenant], p)
+		if len(p.Methods) == 0 {
+			g.anyMethod = true
+		}
+		for _, m := range p.Methods {
+			if !slices.Contains(g.methods, m) {
+				g.methods = append(g.methods, m)
+			}
+		}
 	}
 	t.byID[p.ID] = p
 	t.ids = append(t.ids, p.ID)
+	built := make([]Built, len(p.Tiers))
+	for i, tier := range p.Tiers {
+		built[i].Limiter, built[i].GCRA, _ = tier.Build() // validated
+	}
+	t.built[p] = built
 	return nil
 }
+
+// A Built tier is ready to decide: a GCRA tier's parameters (Limiter nil),
+// or another algorithm's Limiter. Limiters hold only their parameters and
+// are safe for concurrent use.
+type Built struct {
+	Limiter engines.Limiter
+	GCRA    gcra.Params
+}
+
+// Tiers returns p's tiers built, in order; p must be a policy of t. The
+// caller must not change the slice.
+func (t *Table) Tiers(p *Policy) []Built { return t.built[p] }
 
 func tenantText(t string) string {
 	if t == "" {
@@ -275,7 +298,8 @@ func (t *Table) endpointGroup(r Request) *group {
 		}
 		return nil
 	}
-	segs, ok := Normalize(r.Target)
+	var buf [16]string // most paths: no allocation
+	segs, ok := AppendNormalized(buf[:0], r.Target)
 	if !ok {
 		return nil
 	}
@@ -322,11 +346,24 @@ func (t *Table) Resolve(r Request) (endpoint string, cands []Candidate) {
 }
 
 // Decide is the policy that decides the request: Resolve's first
-// candidate, or nil.
+// candidate, or nil. It walks the same steps without listing them.
 func (t *Table) Decide(r Request) (endpoint string, p *Policy) {
-	endpoint, cands := t.Resolve(r)
-	if len(cands) == 0 {
-		return endpoint, nil
+	g := t.endpointGroup(r)
+	if g == nil {
+		g = t.fallback[Unknown]
 	}
-	return endpoint, cands[0].Policy
+	endpoint = Unknown
+	if g != nil {
+		endpoint = g.endpoint
+	}
+	def := t.fallback[Default]
+	for _, step := range [...]struct {
+		g      *group
+		tenant string
+	}{{g, r.Tenant}, {g, ""}, {def, r.Tenant}, {def, ""}, {t.fallback[Unknown], ""}} {
+		if p := step.g.pick(step.tenant, r.Method); p != nil {
+			return endpoint, p
+		}
+	}
+	return endpoint, nil
 }

@@ -77,6 +77,11 @@ func TestResolve_Precedence(t *testing.T) {
 				if endpoint != wantEndpoint {
 					t.Errorf("mask %05b %s: endpoint %q, want %q", mask, target, endpoint, wantEndpoint)
 				}
+				// Decide is Resolve's first candidate, found without the list.
+				dEndpoint, p := table.Decide(Request{Method: "GET", Target: target, Tenant: tenant})
+				if dEndpoint != endpoint || (p == nil) != (len(want) == 0) || p != nil && p.ID != want[0] {
+					t.Errorf("mask %05b %s tenant %q: Decide %q %v, Resolve %q %v", mask, target, tenant, dEndpoint, p, endpoint, got)
+				}
 			}
 		}
 	}

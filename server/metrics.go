@@ -126,7 +126,9 @@ type collector struct {
 	fsync, mode, raftState                *prometheus.Desc
 	// A mesh node's: its peer count, and each peer's link and lag.
 	crdtPeers, peerConnected, peerLag *prometheus.Desc
-	bounds                            []float64 // the histogram's, in seconds
+	// Each rate-limit policy's decisions (never per principal).
+	policyDecisions *prometheus.Desc
+	bounds          []float64 // the histogram's, in seconds
 }
 
 func newCollector(n *Node) *collector {
@@ -204,6 +206,8 @@ func newCollector(n *Node) *collector {
 			[]string{"peer"}, nil),
 		peerLag: prometheus.NewDesc("throttled_crdt_peer_lag_seconds", "How far the peer's last watermark is behind this node's clock (absent before its first).",
 			[]string{"peer"}, nil),
+		policyDecisions: prometheus.NewDesc("throttled_policy_decisions_total", "THROTTLE.POLICY decisions, by policy id and result (allowed, limited, or shadow_limited: refused by a shadow policy and let through).",
+			[]string{"policy", "result"}, nil),
 		raftState: prometheus.NewDesc("throttled_raft_state", "The member's Raft state: 1 for the state it is in, 0 for the others.",
 			[]string{"state"}, nil),
 	}
@@ -224,7 +228,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		}
 	}
 	for _, d := range []*prometheus.Desc{c.commands, c.errors, c.decisions, c.duration, c.fsync, c.mode, c.raftState,
-		c.crdtPeers, c.peerConnected, c.peerLag} {
+		c.crdtPeers, c.peerConnected, c.peerLag, c.policyDecisions} {
 		ch <- d
 	}
 }
@@ -265,6 +269,11 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		c.collectPeers(ch, s.peers)
 	}
 	c.n.Commands.CommandStats(func(cs *commands.CommandStats) { c.collectCommand(ch, cs) })
+	c.n.Commands.PolicyStats(func(id string, st *commands.PolicyStats) {
+		ch <- prometheus.MustNewConstMetric(c.policyDecisions, prometheus.CounterValue, float64(st.Allowed.Load()), id, "allowed")
+		ch <- prometheus.MustNewConstMetric(c.policyDecisions, prometheus.CounterValue, float64(st.Limited.Load()), id, "limited")
+		ch <- prometheus.MustNewConstMetric(c.policyDecisions, prometheus.CounterValue, float64(st.ShadowLimited.Load()), id, "shadow_limited")
+	})
 }
 
 // collectPeers sends a mesh node's peer figures.

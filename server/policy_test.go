@@ -102,3 +102,58 @@ func TestPolicyFile(t *testing.T) {
 		t.Errorf("start with a bad file: %v", err)
 	}
 }
+
+// TestPolicyStats: each policy's decisions are counted by policy id (never
+// by principal) in INFO policies and /metrics: allowed, limited, and a
+// shadow policy's refusals let through; probes are not counted.
+func TestPolicyStats(t *testing.T) {
+	n := servertest.Start(t, server.Config{DebugClock: true, MetricsAddr: "127.0.0.1:0"})
+	ctx := context.Background()
+	cl := redis.NewClient(&redis.Options{Addr: n.Addr()})
+	defer cl.Close()
+	load := "[{id: s, name: s, shadow: true, tiers: [{algorithm: fwc, limit: 1, window: 10}]}, " +
+		"{id: h, name: h, tiers: [{algorithm: fwc, limit: 1, window: 10}]}]"
+	if err := cl.Do(ctx, "POLICY", "LOAD", load).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, call := range [][]any{{"s", "alice"}, {"s", "bob"}, {"s", "bob"}, {"h", "alice"}, {"h", "alice"}, {"h", "alice", "PROBE"}} {
+		args := append([]any{"THROTTLE.POLICY", "-"}, call...)
+		if err := cl.Do(ctx, args...).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	info, err := cl.Info(ctx, "policies").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"policies:2", "policy_h:allowed=1,limited=1,shadow_limited=0", "policy_s:allowed=2,limited=0,shadow_limited=1"} {
+		if !strings.Contains(info, want+"\r\n") {
+			t.Errorf("INFO policies lacks %q:\n%s", want, info)
+		}
+	}
+	if def, _ := cl.Info(ctx).Result(); strings.Contains(def, "# Policies") {
+		t.Errorf("the default INFO shows the Policies section")
+	}
+	got := map[string]float64{}
+	for _, m := range scrape(t, n)["throttled_policy_decisions_total"].GetMetric() {
+		var policy, result string
+		for _, l := range m.GetLabel() {
+			switch l.GetName() {
+			case "policy":
+				policy = l.GetValue()
+			case "result":
+				result = l.GetValue()
+			}
+		}
+		got[policy+"/"+result] = m.GetCounter().GetValue()
+	}
+	want := map[string]float64{"h/allowed": 1, "h/limited": 1, "h/shadow_limited": 0, "s/allowed": 2, "s/limited": 0, "s/shadow_limited": 1}
+	if len(got) != len(want) {
+		t.Errorf("throttled_policy_decisions_total: %v, want %v", got, want)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("throttled_policy_decisions_total %s = %v, want %v", k, got[k], v)
+		}
+	}
+}

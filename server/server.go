@@ -89,6 +89,10 @@ type Config struct {
 	// MaxKeys and MaxMemory bound the keyspace (0: no bound); see store's
 	// eviction order.
 	MaxKeys, MaxMemory int64
+	// MaxMemoryPolicy is what a write past those bounds does: evict
+	// (store.VolatileTTL, the default, or store.AllKeysLRU) or, under
+	// store.NoEviction, be refused as Redis refuses it.
+	MaxMemoryPolicy store.EvictionPolicy
 	// Dir is the data folder (Pebble); empty runs purely in memory.
 	Dir string
 	// AppendFsync is the fsync policy for Dir: always, everysec (default)
@@ -177,7 +181,7 @@ func Start(cfg Config) (*Node, error) {
 			return nil, err
 		}
 	}
-	st, err := store.New(store.Config{Databases: cfg.Databases, MaxKeys: cfg.MaxKeys, MaxMemory: cfg.MaxMemory})
+	st, err := store.New(store.Config{Databases: cfg.Databases, MaxKeys: cfg.MaxKeys, MaxMemory: cfg.MaxMemory, EvictionPolicy: cfg.MaxMemoryPolicy})
 	if err != nil {
 		return nil, err
 	}

@@ -28,6 +28,9 @@ type Config struct {
 	// MaxMemory bounds the memory keys are accounted to use, in bytes (0: no
 	// bound); see evict.go and EntryOverhead.
 	MaxMemory int64
+	// EvictionPolicy is what a write past the bounds does (default
+	// VolatileTTL).
+	EvictionPolicy EvictionPolicy
 }
 
 // DefaultConfig returns the default configuration: 16 databases, 256 shards.
@@ -51,6 +54,9 @@ func (c *Config) Validate() error {
 	if c.MaxKeys < 0 || c.MaxMemory < 0 {
 		return errors.Join(ErrBadConfig, errors.New("maxkeys and maxmemory must not be negative"))
 	}
+	if int(c.EvictionPolicy) >= len(policyNames) {
+		return errors.Join(ErrBadConfig, errors.New("unknown eviction policy"))
+	}
 	return nil
 }
 
@@ -63,6 +69,7 @@ type Store struct {
 	dbs    int
 
 	maxKeys, maxMemory atomic.Int64
+	policy             atomic.Uint32 // an EvictionPolicy
 
 	keys        atomic.Int64 // keys in every database, expired ones included until removed
 	memory      atomic.Int64 // accounted bytes of every key (see EntryOverhead)
@@ -192,6 +199,7 @@ func New(cfg Config) (*Store, error) {
 		evict:   make(chan struct{}, 1),
 		flushed: make([]bool, cfg.Databases+1),
 	}
+	s.policy.Store(uint32(cfg.EvictionPolicy))
 	s.SetLimits(cfg.MaxKeys, cfg.MaxMemory)
 	for i := range s.shards {
 		s.shards[i].dbs = make([]map[string]*entry, cfg.Databases+1)

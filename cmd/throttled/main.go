@@ -90,6 +90,7 @@ func newFlags(stderr io.Writer) (*flag.FlagSet, *settings) {
 	fs.Int64Var(&cfg.MaxBulkLen, "proto-max-bulk-len", 512<<20, "largest request argument in bytes")
 	fs.Int64Var(&cfg.MaxKeys, "maxkeys", 0, "most keys to hold; beyond it keys are evicted (0: no bound)")
 	fs.Var(memFlag[int64]{&cfg.MaxMemory}, "maxmemory", "most memory keys may use, in Redis units (64mb, 1gb); beyond it keys are evicted (0: no bound)")
+	fs.Var(&cfg.MaxMemoryPolicy, "maxmemory-policy", "what a write past --maxmemory or --maxkeys does: volatile-ttl (evict the key expiring soonest, then the least recently used), allkeys-lru, or noeviction (refuse writes with Redis' OOM error)")
 	fs.StringVar(&cfg.Dir, "dir", "data", "data folder (created if missing); \"\" runs in memory only")
 	fs.StringVar(&s.persistence, "persistence", "on", "on: keep state in --dir; off: in memory only")
 	fs.StringVar(&cfg.AppendFsync, "appendfsync", "everysec", "when changes are synced to disk: always (before each reply), everysec or no")
