@@ -274,7 +274,10 @@ func script(c *Ctx) {
 // its time limit; the others get BUSY, as in Redis.
 func allowedWhileBusy(spec *Spec, args [][]byte) bool {
 	switch spec.Name {
-	case "auth", "hello", "quit", "reset", "shutdown":
+	// Redis 7's allow-busy commands. MULTI among them: a transaction can
+	// begin while a script runs, and a command refused with BUSY while
+	// queuing makes EXEC abort, as any refused command does.
+	case "auth", "hello", "quit", "reset", "shutdown", "multi", "discard", "watch", "unwatch":
 		return true
 	case "script":
 		return len(args) > 1 && strings.EqualFold(string(args[1]), "kill")

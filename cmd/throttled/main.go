@@ -103,13 +103,14 @@ func newFlags(stderr io.Writer) (*flag.FlagSet, *settings) {
 	fs.DurationVar(&s.crdt.SyncInterval, "crdt-sync-interval", 5*time.Millisecond, "crdt: how often a node ships its changes to its peers")
 	fs.DurationVar(&s.crdt.MaxSkew, "crdt-max-skew", 100*time.Millisecond, "crdt: the largest clock difference tolerated with a peer; one further off is refused")
 	fs.StringVar(&s.raft.Join, "join", "", "raft: RESP host:port of a member of the cluster to join (instead of --peers)")
+	fs.StringVar(&s.raft.RestoreFrom, "restore-from", "", "raft: a BACKUP folder a new one-member group starts from (--peers with this node only; add members with --join); refused once the member holds Raft state")
 	fs.DurationVar(&s.raft.ApplyTimeout, "raft-apply-timeout", 2*time.Second, "raft: longest wait for the cluster before a command answers CLUSTERDOWN or TRYAGAIN")
 	fs.IntVar(&cfg.Threads, "threads", 0, "event loops serving connections and running commands, and GOMAXPROCS (0: one per CPU)")
 	fs.Int64Var(&s.slowlog.SlowerThan, "slowlog-log-slower-than", commands.DefaultSlowlog.SlowerThan, "SLOWLOG: log commands that run this many microseconds or more (0: every command, -1: none)")
 	fs.Int64Var(&s.slowlog.MaxLen, "slowlog-max-len", commands.DefaultSlowlog.MaxLen, "SLOWLOG: how many entries to keep, the oldest dropped first")
 	cfg.Slowlog = &s.slowlog
 	fs.Int64Var(&cfg.LatencyMonitorThreshold, "latency-monitor-threshold", 0, "LATENCY: sample commands that run this many milliseconds or more (0: off)")
-	fs.StringVar(&cfg.MetricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://host:port/metrics (default: off)")
+	fs.StringVar(&cfg.MetricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://host:port/metrics, and the /healthz and /readyz probes (default: off)")
 	return fs, &s
 }
 
@@ -356,7 +357,7 @@ func applyConfigFile(fs *flag.FlagSet, path string, onCommandLine map[string]boo
 // the modes that take them.
 var modeFlags = map[string]string{
 	"node-id": "raft or crdt", "cluster-addr": "raft or crdt", "peers": "raft or crdt",
-	"announce-addr": "raft", "join": "raft", "raft-apply-timeout": "raft",
+	"announce-addr": "raft", "join": "raft", "restore-from": "raft", "raft-apply-timeout": "raft",
 	"crdt-sync-interval": "crdt", "crdt-max-skew": "crdt",
 }
 
