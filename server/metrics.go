@@ -27,7 +27,7 @@ import (
 // and run-time histograms behind INFO commandstats, the store's key counts,
 // persistence's and Raft's state) and hands them over as const metrics. So
 // a node serves commands at the same speed whether or not it is scraped, or
-// has metrics on at all (README, Operations, has the figures).
+// has metrics on at all (docs/operations.md, "Metrics", has the figures).
 //
 // On a Raft group, commands that go through the log are counted where the
 // log is applied, on every member (see commands/slowlog.go): each member
