@@ -87,7 +87,7 @@ type Cluster interface {
 	// Propose hands cmd to the log. done is called exactly once, from any
 	// goroutine, with the complete reply in cmd.Proto's encoding: the
 	// apply's, or an error when the outcome is known not to have applied
-	// (CLUSTERDOWN) or unknown (TRYAGAIN). Propose owns cmd and must not
+	// (CLUSTERDOWN) or unknown (UNKNOWN). Propose owns cmd and must not
 	// block on the network.
 	Propose(cmd *Command, done func(reply []byte))
 	// Command runs a RAFT subcommand (args[0] is "RAFT") and calls done

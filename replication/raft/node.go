@@ -43,7 +43,7 @@ type Config struct {
 	// tlsconf.Certs.MemberClient). nil: plain TCP.
 	TLS *tls.Config
 	// ApplyTimeout bounds a command's wait for the cluster (default 2s):
-	// after it the client gets CLUSTERDOWN or TRYAGAIN.
+	// after it the client gets CLUSTERDOWN or UNKNOWN.
 	ApplyTimeout time.Duration
 	// Tuning is Raft's timeouts and log retention (see DefaultTuning).
 	Tuning Tuning
@@ -199,7 +199,7 @@ func (c *Config) Validate() error {
 }
 
 // Close leaves the cluster's traffic (it stays a member) and stops Raft.
-// Commands still waiting get CLUSTERDOWN or TRYAGAIN.
+// Commands still waiting get CLUSTERDOWN or UNKNOWN.
 func (n *Node) Close() error {
 	close(n.stop)
 	n.r.DeregisterObserver(n.obs)
@@ -320,9 +320,16 @@ func (n *Node) retryWaiting() {
 }
 
 // Replies for a command that met no working cluster. CLUSTERDOWN: it was
-// never proposed, so it did not and will not apply. TRYAGAIN: it was
-// proposed and its outcome is unknown (it may still apply).
+// never proposed, so it did not and will not apply, and resending it is
+// safe. UNKNOWN: it was proposed and its outcome is unknown (it may have
+// applied, or still apply). Clients resend some errors by themselves:
+// go-redis (shouldRetry) CLUSTERDOWN, TRYAGAIN, LOADING, READONLY,
+// MASTERDOWN and NOREPLICAS; ioredis in cluster mode and redis-py's cluster
+// client CLUSTERDOWN and TRYAGAIN, besides MOVED and ASK. None knows
+// UNKNOWN, so none resends a command that may already have applied: a
+// TRYAGAIN here made go-redis apply INCRs twice across a leader change
+// (e2e TestRaft_DefaultClientRetryAppliesOnce).
 var (
-	replyDown     = []byte("-CLUSTERDOWN The cluster is down: no leader or no quorum; the command was not applied\r\n")
-	replyTryAgain = []byte("-TRYAGAIN The cluster did not confirm the command in time; it may still apply\r\n")
+	replyDown    = []byte("-CLUSTERDOWN The cluster is down: no leader or no quorum; the command was not applied\r\n")
+	replyUnknown = []byte("-UNKNOWN The cluster did not confirm the command; it may have been applied, so resend it only if applying it twice is harmless\r\n")
 )
