@@ -95,7 +95,7 @@ func newFlags(stderr io.Writer) (*flag.FlagSet, *settings) {
 	fs.StringVar(&s.replication, "replication", "none", "none: a single node; raft: a member of a Raft group (needs --dir); crdt: a node of an active-active mesh")
 	fs.StringVar(&s.raft.NodeID, "node-id", "", "raft, crdt: this node's id, unique in the cluster")
 	fs.StringVar(&s.raft.ClusterAddr, "cluster-addr", "", "raft, crdt: host:port to listen on for the cluster's traffic (raft: and to advertise)")
-	fs.StringVar(&s.raft.AnnounceAddr, "announce-addr", "", "raft: the RESP host:port other members and RAFT LEADER give out (default: --bind and --port)")
+	fs.StringVar(&s.raft.AnnounceAddr, "announce-addr", "", "raft: the RESP host:port other members and RAFT LEADER give out (default: the first --bind address and --port; required when that is a wildcard such as 0.0.0.0)")
 	fs.StringVar(&s.peers, "peers", "", "raft: every member of a new cluster, this one included, used once to bootstrap; crdt: the other nodes (its own id is skipped); id=host:port,... (cluster addresses)")
 	fs.DurationVar(&s.crdt.SyncInterval, "crdt-sync-interval", 5*time.Millisecond, "crdt: how often a node ships its changes to its peers")
 	fs.DurationVar(&s.crdt.MaxSkew, "crdt-max-skew", 100*time.Millisecond, "crdt: the largest clock difference tolerated with a peer; one further off is refused")

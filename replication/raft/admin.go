@@ -73,15 +73,19 @@ func (n *Node) Command(args [][]byte, proto int, done func([]byte)) {
 		})
 		return
 	case "LEADER":
-		addr, id := n.r.LeaderWithID()
+		// Clients dial what LEADER names, so it is the leader's RESP
+		// address, never its cluster address: until the leader's
+		// announce entry has applied here, no leader is named.
+		_, id := n.r.LeaderWithID()
+		addr := n.respAddrOf(string(id))
 		reply(func(w *resp.Writer) {
-			if id == "" {
+			if id == "" || addr == "" {
 				w.NullArray()
 				return
 			}
 			w.Array(2)
 			w.BulkString(string(id))
-			w.BulkString(n.respAddrOf(string(id), string(addr)))
+			w.BulkString(addr)
 		})
 		return
 	case "FORWARD":
@@ -249,16 +253,13 @@ func (n *Node) servers() []hraft.Server {
 	return f.Configuration().Servers
 }
 
-// respAddrOf returns a member's RESP address, or its cluster address when it
-// has not announced one yet.
-func (n *Node) respAddrOf(id, clusterAddr string) string {
+// respAddrOf returns a member's RESP address, "" when it has not announced
+// one yet.
+func (n *Node) respAddrOf(id string) string {
 	if id == n.cfg.ID {
 		return n.cfg.RESPAddr
 	}
-	if a := n.fsm.addr(id); a != "" {
-		return a
-	}
-	return clusterAddr
+	return n.fsm.addr(id)
 }
 
 // member is one line of RAFT MEMBERS and INFO replication.
@@ -274,7 +275,7 @@ func (n *Node) members() []member {
 	_, leader := n.r.LeaderWithID()
 	var list []member
 	for _, s := range n.servers() {
-		m := member{id: string(s.ID), clusterAddr: string(s.Address), respAddr: n.respAddrOf(string(s.ID), "")}
+		m := member{id: string(s.ID), clusterAddr: string(s.Address), respAddr: n.respAddrOf(string(s.ID))}
 		switch {
 		case s.ID == leader:
 			m.role = "leader"
