@@ -7,12 +7,12 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strconv"
 	"time"
 
 	hraft "github.com/hashicorp/raft"
 
 	"github.com/throttleddb/throttled/commands"
+	"github.com/throttleddb/throttled/internal/hostport"
 	"github.com/throttleddb/throttled/internal/tlsconf"
 	"github.com/throttleddb/throttled/persistence"
 	"github.com/throttleddb/throttled/persistence/raftlog"
@@ -104,14 +104,10 @@ func checkRaft(cfg *Config) error {
 // address can be derived from it (the machine may have several), so the
 // operator names it with --announce-addr.
 func checkAnnounce(addr, what string) error {
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return fmt.Errorf("%s: want host:port (%v)", what, err)
+	if err := hostport.Check(addr); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
 	}
-	if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
-		return fmt.Errorf("%s: the port must be a number from 1 to 65535", what)
-	}
-	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+	if hostport.Wildcard(addr) {
 		return fmt.Errorf("%s: %s is a wildcard address, which other members and clients cannot dial: give --announce-addr host:port, the address they reach this member at", what, addr)
 	}
 	return nil

@@ -31,9 +31,9 @@ func TestRaft_AnnounceAddr(t *testing.T) {
 		{"* -::*", "", "--bind * -::*: 0.0.0.0:"},
 		{"::", "", "--bind ::: [::]:"},
 		{"127.0.0.1", "0.0.0.0:6379", "--announce-addr: 0.0.0.0:6379 is a wildcard address"},
-		{"127.0.0.1", "127.0.0.1:notaport", "--announce-addr: the port must be a number from 1 to 65535"},
-		{"127.0.0.1", "127.0.0.1:0", "--announce-addr: the port must be a number from 1 to 65535"},
-		{"127.0.0.1", "127.0.0.1", "--announce-addr: want host:port"},
+		{"127.0.0.1", "127.0.0.1:notaport", "the port must be a number from 1 to 65535"},
+		{"127.0.0.1", "127.0.0.1:0", "the port must be a number from 1 to 65535"},
+		{"127.0.0.1", "127.0.0.1", "--announce-addr: \"127.0.0.1\": want host:port"},
 	} {
 		_, err := servertest.Open(server.Config{Bind: tc.bind, Dir: t.TempDir(), Raft: raftCfg(tc.announce)})
 		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {

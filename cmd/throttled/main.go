@@ -18,7 +18,6 @@ import (
 	"hash/fnv"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"os/signal"
 	"runtime"
@@ -29,6 +28,7 @@ import (
 	"time"
 
 	"github.com/throttleddb/throttled/commands"
+	"github.com/throttleddb/throttled/internal/hostport"
 	"github.com/throttleddb/throttled/internal/memsize"
 	"github.com/throttleddb/throttled/persistence"
 	"github.com/throttleddb/throttled/server"
@@ -395,7 +395,7 @@ func parsePeers(v string) (map[string]string, error) {
 		if !ok || id == "" || addr == "" {
 			return nil, fmt.Errorf("want id=host:port, got %q", item)
 		}
-		if _, _, err := net.SplitHostPort(addr); err != nil {
+		if err := hostport.Check(addr); err != nil {
 			return nil, fmt.Errorf("%s: %w", id, err)
 		}
 		if _, dup := peers[id]; dup {
