@@ -60,3 +60,19 @@ func TestRaft_AnnounceAddr(t *testing.T) {
 		return err == nil && fmt.Sprint(v) == fmt.Sprint([]any{"n1", announce})
 	})
 }
+
+// TestCRDT_BadPeerAddress: a mesh node over TCP refuses a peer address it
+// could never dial (it used to start and log "peer unreachable" forever).
+func TestCRDT_BadPeerAddress(t *testing.T) {
+	for addr, want := range map[string]string{
+		"127.0.0.1:notaport": `--peers y: "127.0.0.1:notaport": the port must be a number from 1 to 65535`,
+		"127.0.0.1:0":        "the port must be a number",
+		"127.0.0.1":          "want host:port",
+		":7001":              "the host is missing",
+	} {
+		_, err := servertest.Open(server.Config{CRDT: &server.CRDTConfig{NodeID: "x", ClusterAddr: "127.0.0.1:0", Peers: map[string]string{"y": addr}}})
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("--peers y=%s: %v, want %q", addr, err, want)
+		}
+	}
+}

@@ -246,12 +246,6 @@ func TestConfig(t *testing.T) {
 		{crdt.Config{ID: "a", SyncInterval: -time.Millisecond}, "--crdt-sync-interval"},
 		{crdt.Config{ID: "a", MaxSkew: -1}, "--crdt-max-skew"},
 		{crdt.Config{ID: "a", Peers: map[string]string{"b": ""}}, "needs an id and an address"},
-		// A peer that can never be dialled was reported unreachable
-		// forever; it stops the start now.
-		{crdt.Config{ID: "a", Peers: map[string]string{"y": "127.0.0.1:notaport"}}, "--peers y: \"127.0.0.1:notaport\": the port must be a number from 1 to 65535"},
-		{crdt.Config{ID: "a", Peers: map[string]string{"y": "127.0.0.1:0"}}, "the port must be a number"},
-		{crdt.Config{ID: "a", Peers: map[string]string{"y": "127.0.0.1"}}, "want host:port"},
-		{crdt.Config{ID: "a", Peers: map[string]string{"y": ":7001"}}, "the host is missing"},
 	} {
 		if err := tc.cfg.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: %v, want %q", tc.cfg, err, tc.want)

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/throttleddb/throttled/clock"
-	"github.com/throttleddb/throttled/internal/hostport"
 	"github.com/throttleddb/throttled/replication/crdt/mstate"
 	"github.com/throttleddb/throttled/store"
 )
@@ -93,17 +92,13 @@ func (c *Config) Validate() error {
 	return nil
 }
 
-// checkPeer refuses an empty id or address, an address that is not
-// host:port with a port from 1 to 65535 (a peer that could never be dialled
-// would be reported unreachable forever), and an id whose hash (its
+// checkPeer refuses an empty id or address, and an id whose hash (its
 // origin's node part) is another's: they would write the same slots.
 func checkPeer(id, addr string, seen map[mstate.Origin]string) error {
 	o := mstate.NewOrigin(id, 0)
-	switch err := hostport.Check(addr); {
+	switch {
 	case id == "" || addr == "":
 		return fmt.Errorf("%w: a peer needs an id and an address", ErrConfig)
-	case err != nil:
-		return fmt.Errorf("%w: --peers %s: %v", ErrConfig, id, err)
 	case seen[o] != "":
 		return fmt.Errorf("%w: node ids %q and %q hash alike; rename one", ErrConfig, seen[o], id)
 	}

@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,7 +14,6 @@ import (
 
 	"github.com/throttleddb/throttled/clock"
 	"github.com/throttleddb/throttled/commands"
-	"github.com/throttleddb/throttled/internal/hostport"
 )
 
 // Config configures a Node. ID, ClusterAddr, RESPAddr, Clock and the parts
@@ -197,11 +194,6 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: --peers must list this node's own id %q", ErrConfig, c.ID)
 	case len(c.Peers) > 0 && c.Peers[c.ID] != c.ClusterAddr:
 		return fmt.Errorf("%w: --peers gives %s=%s but --cluster-addr is %s", ErrConfig, c.ID, c.Peers[c.ID], c.ClusterAddr)
-	}
-	for _, id := range slices.Sorted(maps.Keys(c.Peers)) {
-		if err := hostport.Check(c.Peers[id]); err != nil {
-			return fmt.Errorf("%w: --peers %s: %v", ErrConfig, id, err)
-		}
 	}
 	return nil
 }
