@@ -94,6 +94,11 @@ func checkRaft(cfg *Config) error {
 	if err != nil && !os.IsNotExist(err) {
 		return fmt.Errorf("--dir %q: %w", cfg.Dir, err)
 	}
+	if len(entries) == 0 && len(cfg.Raft.Peers) == 0 && cfg.Raft.Join == "" && cfg.Raft.Parts == nil {
+		// Refused before anything is created; raft.Start refuses the
+		// same for a raft/ folder that holds no state.
+		return raft.ErrNoCluster
+	}
 	return nil
 }
 

@@ -242,6 +242,7 @@ func TestRun_BadReplicationSettings(t *testing.T) {
 		{append(crdt, "--peers", "y=127.0.0.1:notaport"), "--peers: y: \"127.0.0.1:notaport\": the port must be a number from 1 to 65535"},
 		{append(crdt, "--peers", "y=127.0.0.1:7002,y=127.0.0.1:7003"), `id "y" is given twice`},
 		{append(raft, "--persistence", "off"), "needs a data folder"},
+		{raft, "neither --peers (to start a new cluster) nor --join (to join one)"},
 		{append(raft, "--maxkeys", "10"), "cannot be used with --replication raft"},
 		{append(raft, "--raft-apply-timeout", "0s"), "must be positive"},
 		{[]string{"--replication", "raft", "--cluster-addr", "127.0.0.1:7001", "--dir", dir}, "--node-id is required"},

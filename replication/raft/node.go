@@ -81,6 +81,10 @@ type Parts struct {
 // ErrConfig is returned by Start for unusable settings.
 var ErrConfig = errors.New("raft: invalid configuration")
 
+// ErrNoCluster is returned by Start for a member with no Raft state that
+// is given neither peers to bootstrap with nor a member to join.
+var ErrNoCluster = errors.New("raft: this member has no stored state and neither --peers (to start a new cluster) nor --join (to join one): give one of them")
+
 // Node is one member of a Raft group serving a commands.Server. It
 // implements commands.Cluster. Safe for concurrent use.
 type Node struct {
@@ -142,6 +146,10 @@ func Start(cfg Config, cmds *commands.Server, parts Parts) (*Node, error) {
 	has, err := hraft.HasExistingState(parts.Logs, parts.Stable, parts.Snaps)
 	if err != nil {
 		return nil, err
+	}
+	if !has && len(cfg.Peers) == 0 && cfg.Join == "" {
+		// It would wait forever for a cluster that nobody told it of.
+		return nil, ErrNoCluster
 	}
 	if !has && len(cfg.Peers) > 0 {
 		var servers []hraft.Server
