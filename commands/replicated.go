@@ -93,6 +93,9 @@ type Cluster interface {
 	// Command runs a RAFT subcommand (args[0] is "RAFT") and calls done
 	// once, from any goroutine, with its reply in proto's encoding.
 	Command(args [][]byte, proto int, done func(reply []byte))
+	// Role is this node's place in the group, for ROLE and INFO
+	// replication.
+	Role() Role
 	// AppendInfo appends INFO replication's lines to b.
 	AppendInfo(b []byte) []byte
 	// AppliedInstant is the instant of the last entry applied: the node

@@ -194,6 +194,7 @@ var specs = []*Spec{
 	{Name: "dbsize", Arity: 1, Flags: ReadOnly | Fast | AllKeys, Categories: CatKeyspace | CatRead | CatFast, Group: "server", Summary: "Returns the number of keys in the database.", Run: dbsize},
 	{Name: "flushdb", Arity: -1, Flags: Write | AllKeys, Categories: CatKeyspace | CatWrite | CatSlow | CatDangerous, Group: "server", Summary: "Removes all keys from the current database.", Run: flushdb},
 	{Name: "flushall", Arity: -1, Flags: Write | AllKeys, Categories: CatKeyspace | CatWrite | CatSlow | CatDangerous, Group: "server", Summary: "Removes all keys from all databases.", Run: flushall},
+	{Name: "role", Arity: 1, Flags: NoScript | Fast, Categories: CatAdmin | CatFast | CatDangerous, Group: "server", Summary: "Returns the replication role.", Run: role},
 	{Name: "time", Arity: 1, Flags: Fast, Categories: CatFast, Group: "server", Summary: "Returns the server time.", Run: timeCmd},
 	{Name: "shutdown", Arity: -1, Flags: NoScript | Admin | NoQueue, Categories: CatAdmin | CatSlow | CatDangerous, Group: "server", Summary: "Stops accepting connections, closes the open ones and exits.", Run: shutdown},
 	// SLOWLOG is refused in scripts, where Redis allows it: each replica of

@@ -414,3 +414,63 @@ func (n *Node) probe() {
 		}
 	}
 }
+
+// Role implements commands.Cluster: the leader is a master whose replicas
+// are the other members, a follower (or candidate) a replica of the
+// leader. hashicorp/raft tells the leader neither how far each follower
+// has applied nor when it last answered, only when heartbeats to it fail
+// and resume: a follower it reaches is online with the commit index (what
+// the leader sends it within a heartbeat) and lag 0; one it fails to reach
+// is offline, offset 0, lag the seconds since its last contact.
+func (n *Node) Role() commands.Role {
+	r := commands.Role{Offset: n.fsm.index.Load(), LastIO: -1}
+	if n.r.State() == hraft.Leader {
+		r.Primary = true
+		commit := n.r.CommitIndex()
+		for _, m := range n.members() {
+			if m.id == n.cfg.ID {
+				continue
+			}
+			host, port := splitRESP(m.respAddr)
+			rep := commands.Replica{Host: host, Port: port, Online: true, Offset: commit}
+			if last, failing := n.failing.Load(m.id); failing {
+				rep.Online, rep.Offset = false, 0
+				rep.Lag = int64(time.Since(last.(time.Time)) / time.Second)
+			}
+			r.Replicas = append(r.Replicas, rep)
+		}
+		return r
+	}
+	if _, id := n.r.LeaderWithID(); id != "" {
+		r.MasterHost, r.MasterPort = splitRESP(n.respAddrOf(string(id)))
+	}
+	if last := n.r.LastContact(); !last.IsZero() {
+		r.LastIO = int64(time.Since(last) / time.Second)
+		r.LinkUp = r.MasterHost != "" && time.Since(last) < 2*n.cfg.Tuning.Heartbeat
+	}
+	return r
+}
+
+// splitRESP splits a RESP address into host and port ("" and 0 when it is
+// not known yet).
+func splitRESP(addr string) (string, int) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0
+	}
+	p, _ := strconv.Atoi(port)
+	return host, p
+}
+
+// noteHeartbeat records, from the leader's heartbeat observations, which
+// followers it fails to reach; a new leadership starts with none.
+func (n *Node) noteHeartbeat(data any) {
+	switch o := data.(type) {
+	case hraft.FailedHeartbeatObservation:
+		n.failing.Store(string(o.PeerID), o.LastContact)
+	case hraft.ResumedHeartbeatObservation:
+		n.failing.Delete(string(o.PeerID))
+	case hraft.LeaderObservation:
+		n.failing.Clear()
+	}
+}

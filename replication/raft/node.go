@@ -104,6 +104,9 @@ type Node struct {
 	// the cluster.
 	announcing atomic.Bool
 	reach      reachability
+	// failing are the followers this leader's heartbeats fail to reach,
+	// with their last contact (ROLE, INFO replication's slaveN lines).
+	failing sync.Map // id -> time.Time
 
 	mu sync.Mutex // guards waiting
 	// waiting are proposals that arrived when no leader was known.
@@ -172,7 +175,7 @@ func Start(cfg Config, cmds *commands.Server, parts Parts) (*Node, error) {
 	events := make(chan hraft.Observation, 16)
 	n.obs = hraft.NewObserver(events, false, func(o *hraft.Observation) bool {
 		switch o.Data.(type) {
-		case hraft.LeaderObservation, hraft.RaftState:
+		case hraft.LeaderObservation, hraft.RaftState, hraft.FailedHeartbeatObservation, hraft.ResumedHeartbeatObservation:
 			return true
 		}
 		return false
@@ -290,7 +293,8 @@ func (n *Node) watchLeader(events <-chan hraft.Observation) {
 		select {
 		case <-n.stop:
 			return
-		case <-events:
+		case o := <-events:
+			n.noteHeartbeat(o.Data)
 		case <-tick.C:
 		}
 		leading := n.r.State() == hraft.Leader
