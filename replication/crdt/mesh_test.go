@@ -520,3 +520,24 @@ func TestAloneExact(t *testing.T) {
 		}
 	}
 }
+
+// TestRoleAndInfo: a mesh node takes writes and has peers, not replicas: to
+// Redis-aware tools it is a master with no replicas (ROLE, INFO
+// replication), and throttled_mode and the crdt_* lines say it is a mesh.
+func TestRoleAndInfo(t *testing.T) {
+	c := crdttest.New(t, 2, seed(t), fast)
+	c.Connected()
+	a := c.Nodes[0]
+	if got := fmt.Sprint(c.Do(a, "ROLE")); got != "[master 0 []]" {
+		t.Errorf("ROLE = %s, want [master 0 []]", got)
+	}
+	info := fmt.Sprint(c.Do(a, "INFO", "replication"))
+	for _, want := range []string{"\r\nrole:master\r\n", "\r\nconnected_slaves:0\r\n", "\r\nthrottled_mode:mesh\r\n", "\r\ncrdt_peers:1\r\n"} {
+		if !strings.Contains(info, want) {
+			t.Errorf("INFO replication lacks %q:\n%s", want, info)
+		}
+	}
+	if strings.Contains(info, "slave0:") {
+		t.Errorf("INFO replication lists a replica:\n%s", info)
+	}
+}
