@@ -88,7 +88,16 @@ func newSettings(s *Server) *settings {
 		// before other clients get BUSY and SCRIPT KILL may stop it.
 		busyThreshold(s, "busy-reply-threshold"),
 		busyThreshold(s, "lua-time-limit"),
-		{name: "maxmemory-policy", get: func() string { return evictionPolicy(s.store.Limits()) }},
+		// The policy only acts under a bound, which a Raft member or a
+		// mesh node refuses: there it may be set, and changes nothing.
+		{name: "maxmemory-policy", get: func() string { return s.store.EvictionPolicy().String() }, set: func(v string) error {
+			var p store.EvictionPolicy
+			if err := p.Set(v); err != nil {
+				return err
+			}
+			s.store.SetEvictionPolicy(p)
+			return nil
+		}},
 		// requirepass is the default user's password, as in Redis: setting
 		// it replaces the user's passwords ("" makes it nopass).
 		{name: "requirepass", get: s.requirePass, set: func(v string) error {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/throttleddb/throttled/commands"
 	"github.com/throttleddb/throttled/internal/proc"
+	"github.com/throttleddb/throttled/store"
 )
 
 func TestConfigFile(t *testing.T) {
@@ -58,7 +59,8 @@ func TestConfigFile(t *testing.T) {
 // TestRun_Version: --version and -v print one line in redis-server's
 // shape, with redis-server's fields in redis-server's order, and exit 0.
 func TestRun_Version(t *testing.T) {
-	line := regexp.MustCompile(`^throttled server v=0\.1\.0 redis=7\.0\.15 sha=[0-9a-f]{8}:[01] go=go[^ ]+ bits=(32|64) build=[0-9a-f]+\n$`)
+	line := regexp.MustCompile(`^throttled server v=` + regexp.QuoteMeta(commands.Version) +
+		` redis=7\.0\.15 sha=[0-9a-f]{8}:[01] go=go[^ ]+ bits=(32|64) build=[0-9a-f]+\n$`)
 	var out bytes.Buffer
 	for _, arg := range []string{"-v", "--version"} {
 		out.Reset()
@@ -364,5 +366,57 @@ func TestExampleSystemd(t *testing.T) {
 	}
 	if out, err := exec.Command(analyze, "security", "--offline=true", "--threshold=20", path).CombinedOutput(); err != nil {
 		t.Errorf("systemd-analyze security: exposure above 2.0 (%v)\n%s", err, out)
+	}
+}
+
+// TestMaxMemoryPolicy: --maxmemory-policy and the maxmemory-policy
+// directive take Redis' names; volatile-ttl (evicting, today's order) is
+// the default, and a name the store cannot follow is refused.
+func TestMaxMemoryPolicy(t *testing.T) {
+	fs, cfg := newFlags(&bytes.Buffer{})
+	if err := fs.Parse(nil); err != nil || cfg.MaxMemoryPolicy != store.VolatileTTL {
+		t.Fatalf("default: %v, %v; want volatile-ttl", cfg.MaxMemoryPolicy, err)
+	}
+	if err := fs.Parse([]string{"--maxmemory-policy", "noeviction"}); err != nil || cfg.MaxMemoryPolicy != store.NoEviction {
+		t.Fatalf("flag: %v, %v; want noeviction", cfg.MaxMemoryPolicy, err)
+	}
+	path := filepath.Join(t.TempDir(), "t.conf")
+	for conf, want := range map[string]store.EvictionPolicy{"maxmemory-policy allkeys-lru\n": store.AllKeysLRU, "maxmemory-policy noeviction\n": store.NoEviction} {
+		if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		fs, cfg := newFlags(&bytes.Buffer{})
+		if err := applyConfigFile(fs, path, nil); err != nil || cfg.MaxMemoryPolicy != want {
+			t.Errorf("config %q: %v, %v; want %v", conf, cfg.MaxMemoryPolicy, err, want)
+		}
+	}
+	fs, _ = newFlags(io.Discard)
+	if err := fs.Parse([]string{"--maxmemory-policy", "allkeys-lfu"}); err == nil || !strings.Contains(err.Error(), "volatile-ttl, allkeys-lru, noeviction") {
+		t.Errorf("allkeys-lfu: %v, want the list of policies", err)
+	}
+}
+
+// TestRun_Help: --help and -h print every flag to stdout and are no error
+// (the process exits 0); a flag that does not exist is one, and says where
+// the list is.
+func TestRun_Help(t *testing.T) {
+	for _, arg := range []string{"--help", "-h", "-help"} {
+		var out, errOut bytes.Buffer
+		if err := run([]string{arg}, &out, &errOut); err != nil {
+			t.Errorf("%s: %v", arg, err)
+		}
+		for _, want := range []string{"Usage: throttled", "-maxmemory", "-policy-file", "-replication"} {
+			if !strings.Contains(out.String(), want) {
+				t.Errorf("%s: stdout lacks %q:\n%s", arg, want, out.String())
+			}
+		}
+		if errOut.Len() != 0 {
+			t.Errorf("%s: stderr %q", arg, errOut.String())
+		}
+	}
+	var errOut bytes.Buffer
+	err := run([]string{"--no-such-flag"}, io.Discard, &errOut)
+	if err == nil || !strings.Contains(err.Error(), "--help") || !strings.Contains(errOut.String(), "no-such-flag") {
+		t.Errorf("--no-such-flag: %v, stderr %q", err, errOut.String())
 	}
 }
