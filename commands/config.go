@@ -196,6 +196,7 @@ func config(c *Ctx) {
 		}
 		// Check every pair before changing anything, so a bad pair leaves
 		// all settings as they were.
+		seen := map[*setting]bool{}
 		for i := 2; i < len(c.Args); i += 2 {
 			name := strings.ToLower(string(c.Args[i]))
 			h := st.find(name)
@@ -203,6 +204,12 @@ func config(c *Ctx) {
 				c.W.Error("ERR Unknown option or number of arguments for CONFIG SET - '" + sanitize(name, 128) + "'")
 				return
 			}
+			if seen[h] {
+				// Redis names the argument as it was given.
+				c.W.Error("ERR CONFIG SET failed (possibly related to argument '" + sanitize(string(c.Args[i]), 128) + "') - duplicate parameter")
+				return
+			}
+			seen[h] = true
 			// Setting a fixed value to what it already is changes nothing
 			// and is allowed, so scripts that run CONFIG SET save "" work.
 			if h.set == nil && h.get() != string(c.Args[i+1]) {

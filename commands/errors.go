@@ -8,6 +8,7 @@ import (
 // Reply texts of errors, Redis 7's exact words, which clients match on.
 const (
 	errSyntax        = "ERR syntax error"
+	errNoMulti       = "ERR Command not allowed inside a transaction"
 	errNotInt        = "ERR value is not an integer or out of range"
 	errOverflow      = "ERR increment or decrement would overflow"
 	errWrongType     = "WRONGTYPE Operation against a key holding the wrong kind of value"

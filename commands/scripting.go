@@ -167,12 +167,14 @@ func runScript(c *Ctx, bySHA, readOnly bool) {
 		c.W.Error(errOOM)
 		return
 	}
-	if _, err := sc.ReadOnly(readOnly); err != nil {
+	// A no-writes script is read-only through EVAL too.
+	ro, err := sc.ReadOnly(readOnly)
+	if err != nil {
 		c.W.Error(replyOf(err))
 		return
 	}
 	call := &c.st.script
-	call.outer, call.readOnly, call.oom = c, readOnly, oom
+	call.outer, call.readOnly, call.oom = c, ro, oom
 	// A script's SELECT lasts until the script ends, as in Redis 7.
 	db := c.st.db
 	eng.Run(context.Background(), sc, c.Args[3:3+n], c.Args[3+n:], call, c.W)
@@ -272,7 +274,10 @@ func script(c *Ctx) {
 // its time limit; the others get BUSY, as in Redis.
 func allowedWhileBusy(spec *Spec, args [][]byte) bool {
 	switch spec.Name {
-	case "auth", "hello", "quit", "reset", "shutdown":
+	// Redis 7's allow-busy commands. MULTI among them: a transaction can
+	// begin while a script runs, and a command refused with BUSY while
+	// queuing makes EXEC abort, as any refused command does.
+	case "auth", "hello", "quit", "reset", "shutdown", "multi", "discard", "watch", "unwatch":
 		return true
 	case "script":
 		return len(args) > 1 && strings.EqualFold(string(args[1]), "kill")

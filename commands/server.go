@@ -311,6 +311,10 @@ func (s *Server) ServeRESP(c *resp.Conn, args [][]byte) {
 			return
 		}
 	}
+	if st.multi != nil && spec.Flags&NoMulti != 0 {
+		s.reject(c, st, spec, errNoMulti)
+		return
+	}
 	if st.multi != nil && spec.Flags&NoQueue == 0 {
 		if s.cluster != nil && !logged(spec, args) {
 			s.reject(c, st, spec, errNotLogged)
@@ -402,8 +406,8 @@ func (s *Server) addLocks(l *store.LockSet, st *connState, spec *Spec, args [][]
 // the clock for the command's instant, so the time also counts the wait for
 // the shards' locks, which only a connection holding them for long (a slow
 // script) makes more than a few nanoseconds. That saves a reading of the
-// clock per command, 25-35 ns where a cheap command takes 250 ns (README,
-// Operations).
+// clock per command, 25-35 ns where a cheap command takes 250 ns
+// (docs/operations.md, "SLOWLOG").
 func (s *Server) run(c *Ctx, spec *Spec, start time.Time) {
 	mark := c.W.Len()
 	if msg := s.meshRefusal(spec); msg != "" {

@@ -34,6 +34,9 @@ const (
 	// DenyOOM commands may add memory: under maxmemory-policy noeviction
 	// they are refused once the store is over its bounds (Redis' denyoom).
 	DenyOOM
+	// NoMulti commands are refused inside MULTI (Redis' no-multi), which
+	// then aborts the transaction: SHUTDOWN must not wait for EXEC.
+	NoMulti
 )
 
 // Spec is one command.
@@ -214,8 +217,11 @@ var specs = []*Spec{
 	{Name: "dbsize", Arity: 1, Flags: ReadOnly | Fast | AllKeys, Categories: CatKeyspace | CatRead | CatFast, Group: "server", Summary: "Returns the number of keys in the database.", Run: dbsize},
 	{Name: "flushdb", Arity: -1, Flags: Write | AllKeys, Categories: CatKeyspace | CatWrite | CatSlow | CatDangerous, Group: "server", Summary: "Removes all keys from the current database.", Run: flushdb},
 	{Name: "flushall", Arity: -1, Flags: Write | AllKeys, Categories: CatKeyspace | CatWrite | CatSlow | CatDangerous, Group: "server", Summary: "Removes all keys from all databases.", Run: flushall},
+	{Name: "role", Arity: 1, Flags: NoScript | Fast, Categories: CatAdmin | CatFast | CatDangerous, Group: "server", Summary: "Returns the replication role.", Run: role},
 	{Name: "time", Arity: 1, Flags: Fast, Categories: CatFast, Group: "server", Summary: "Returns the server time.", Run: timeCmd},
-	{Name: "shutdown", Arity: -1, Flags: NoScript | Admin | NoQueue, Categories: CatAdmin | CatSlow | CatDangerous, Group: "server", Summary: "Stops accepting connections, closes the open ones and exits.", Run: shutdown},
+	{Name: "backup", Arity: 2, Flags: NoScript | Admin | AllKeys, Categories: CatAdmin | CatSlow | CatDangerous, Group: "server",
+		Summary: "Writes a consistent copy of the keyspace as a new data folder at an absolute path.", Run: backup},
+	{Name: "shutdown", Arity: -1, Flags: NoScript | Admin | NoMulti, Categories: CatAdmin | CatSlow | CatDangerous, Group: "server", Summary: "Stops accepting connections, closes the open ones and exits.", Run: shutdown},
 	// SLOWLOG is refused in scripts, where Redis allows it: each replica of
 	// a Raft group has its own log, so a script that read it could make
 	// them diverge.

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -12,10 +13,12 @@ import (
 	hraft "github.com/hashicorp/raft"
 
 	"github.com/throttleddb/throttled/commands"
+	"github.com/throttleddb/throttled/internal/hostport"
 	"github.com/throttleddb/throttled/internal/tlsconf"
 	"github.com/throttleddb/throttled/persistence"
 	"github.com/throttleddb/throttled/persistence/raftlog"
 	"github.com/throttleddb/throttled/replication/raft"
+	"github.com/throttleddb/throttled/store"
 )
 
 // RaftConfig makes a node a member of a Raft group (--replication raft).
@@ -32,6 +35,11 @@ type RaftConfig struct {
 	Peers map[string]string
 	// Join is the RESP address of a member of the cluster to join (--join).
 	Join string
+	// RestoreFrom is a BACKUP folder a new one-member group starts from
+	// (--restore-from): the member loads it, then makes it the group's
+	// first snapshot (raft.Config.Seeded); members added with --join get
+	// it from there. Refused once the member holds Raft state.
+	RestoreFrom string
 	// ApplyTimeout bounds a command's wait for the cluster
 	// (--raft-apply-timeout, default 2s).
 	ApplyTimeout time.Duration
@@ -72,9 +80,21 @@ func checkRaft(cfg *Config) error {
 		// layout: replicas would evict different keys and diverge.
 		return errors.New("--maxkeys and --maxmemory cannot be used with --replication raft")
 	}
+	if a := cfg.Raft.AnnounceAddr; a != "" {
+		if err := checkAnnounce(a, "--announce-addr"); err != nil {
+			return err
+		}
+	}
 	rc := raftConfig(cfg, "")
 	if err := rc.Validate(); err != nil {
 		return err
+	}
+	if from := cfg.Raft.RestoreFrom; from != "" {
+		// Opening a missing or empty folder would create an empty
+		// database and start the group from nothing.
+		if entries, err := os.ReadDir(from); err != nil || len(entries) == 0 {
+			return fmt.Errorf("--restore-from %q: not a BACKUP folder (missing or empty)", from)
+		}
 	}
 	// A member keeps only raft/ in its folder. Anything else is most
 	// likely a single node's keyspace, which a member would not load:
@@ -87,6 +107,27 @@ func checkRaft(cfg *Config) error {
 	}
 	if err != nil && !os.IsNotExist(err) {
 		return fmt.Errorf("--dir %q: %w", cfg.Dir, err)
+	}
+	if len(entries) == 0 && len(cfg.Raft.Peers) == 0 && cfg.Raft.Join == "" && cfg.Raft.Parts == nil {
+		// Refused before anything is created; raft.Start refuses the
+		// same for a raft/ folder that holds no state.
+		return raft.ErrNoCluster
+	}
+	return nil
+}
+
+// checkAnnounce refuses a RESP address other members and clients cannot
+// dial: not host:port, a port outside 1-65535, or a wildcard host. A
+// wildcard (0.0.0.0, ::) listens on every interface but names none: a
+// follower given 0.0.0.0:port by RAFT LEADER would dial itself. No one
+// address can be derived from it (the machine may have several), so the
+// operator names it with --announce-addr.
+func checkAnnounce(addr, what string) error {
+	if err := hostport.Check(addr); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if hostport.Wildcard(addr) {
+		return fmt.Errorf("%s: %s is a wildcard address, which other members and clients cannot dial: give --announce-addr host:port, the address they reach this member at", what, addr)
 	}
 	return nil
 }
@@ -101,6 +142,7 @@ func raftConfig(cfg *Config, listenAddr string) raft.Config {
 		RESPAddr:     cmp.Or(r.AnnounceAddr, listenAddr),
 		Peers:        r.Peers,
 		Join:         r.Join,
+		Seeded:       r.RestoreFrom != "",
 		Password:     cfg.RequirePass,
 		ApplyTimeout: r.ApplyTimeout,
 		Tuning:       r.Tuning,
@@ -113,6 +155,11 @@ func raftConfig(cfg *Config, listenAddr string) raft.Config {
 // tls-replication (certs not nil) the Raft traffic and the forwarding to the
 // leader use mutual TLS with certs.
 func startRaft(cfg *Config, cmds *commands.Server, listenAddr string, certs *tlsconf.Certs, clk interface{ Now() int64 }) (*raftNode, error) {
+	if cfg.Raft.AnnounceAddr == "" {
+		if err := checkAnnounce(listenAddr, "--bind "+cfg.Bind); err != nil {
+			return nil, err
+		}
+	}
 	rc := raftConfig(cfg, listenAddr)
 	rc.Clock = clk
 	if cfg.TLSReplication {
@@ -162,6 +209,23 @@ func startRaft(cfg *Config, cmds *commands.Server, listenAddr string, certs *tls
 		return nil, err
 	}
 	return &raftNode{Node: n, logs: logs}, nil
+}
+
+// loadBackup loads the BACKUP folder dir into st before a member seeds a
+// new group with it. The folder is opened as a data folder, so keys expired
+// at now are dropped from it too; st records nothing for persistence (a
+// member's store has no journal), so the folder is closed after.
+func loadBackup(dir string, st *store.Store, now int64, log *slog.Logger) error {
+	pdb, err := persistence.Open(persistence.Options{Dir: dir, Logger: log})
+	if err != nil {
+		return fmt.Errorf("--restore-from: %w", err)
+	}
+	keys, err := pdb.Load(st, now)
+	if err = errors.Join(err, pdb.Close()); err != nil {
+		return fmt.Errorf("--restore-from: %w", err)
+	}
+	log.Info("loaded the backup the new group starts from", "dir", dir, "keys", keys)
+	return nil
 }
 
 // close stops the member and closes its log.

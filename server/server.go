@@ -113,7 +113,8 @@ type Config struct {
 	// LatencyMonitorThreshold is latency-monitor-threshold in ms (0: off).
 	LatencyMonitorThreshold int64
 	// MetricsAddr, when set, is the host:port where /metrics serves
-	// Prometheus metrics (see metrics.go); port 0 picks a free one.
+	// Prometheus metrics (see metrics.go), beside the /healthz and /readyz
+	// probes (health.go); port 0 picks a free one.
 	MetricsAddr string
 	// Raft makes the node a member of a Raft group; nil runs a single node.
 	Raft *RaftConfig
@@ -190,13 +191,22 @@ func Start(cfg Config) (*Node, error) {
 		manual = clock.NewManual(cmp.Or(cfg.DebugClockStart, time.Now().UnixNano()))
 		clk = manual
 	}
+	var metrics *metricsServer
+	if cfg.MetricsAddr != "" {
+		if metrics, err = listenMetrics(cfg.MetricsAddr, cfg.Logger); err != nil {
+			return nil, fmt.Errorf("--metrics-addr: %w", err)
+		}
+	}
 	var pdb *persistence.DB
 	if cfg.Dir != "" && cfg.Raft == nil {
 		if pdb, err = load(cfg, st, clk.Now()); err != nil {
+			if metrics != nil {
+				metrics.close()
+			}
 			return nil, err
 		}
 	}
-	n := &Node{Store: st, Clock: clk, Persistence: pdb, certs: certs, done: make(chan struct{})}
+	n := &Node{Store: st, Clock: clk, Persistence: pdb, certs: certs, metrics: metrics, done: make(chan struct{})}
 	fail := func(err error) (*Node, error) {
 		n.closeListeners()
 		closePersistence(pdb)
@@ -207,11 +217,6 @@ func Start(cfg Config) (*Node, error) {
 	}
 	if n.tlsLns, err = listen(cfg.Bind, cfg.TLSPort); err != nil {
 		return fail(err)
-	}
-	if cfg.MetricsAddr != "" {
-		if n.metrics, err = listenMetrics(cfg.MetricsAddr); err != nil {
-			return fail(fmt.Errorf("--metrics-addr: %w", err))
-		}
 	}
 	cmds, err := commands.New(commands.Config{
 		Store:         st,
@@ -248,6 +253,12 @@ func Start(cfg Config) (*Node, error) {
 	n.Commands = cmds
 	sweepNow := clk.Now
 	if cfg.Raft != nil {
+		if from := cfg.Raft.RestoreFrom; from != "" {
+			if err := loadBackup(from, st, clk.Now(), cfg.Logger); err != nil {
+				n.closeListeners()
+				return nil, err
+			}
+		}
 		if n.raft, err = startRaft(&cfg, cmds, n.respAddr(cfg.TLSReplication), certs, clk); err != nil {
 			n.closeListeners()
 			return nil, err
@@ -303,7 +314,7 @@ func Start(cfg Config) (*Node, error) {
 	// the RESP listener serves.
 	if n.metrics != nil {
 		n.metrics.serve(n, cfg.Logger)
-		cfg.Logger.Info("serving metrics", "addr", n.metrics.addr(), "path", "/metrics")
+		cfg.Logger.Info("serving metrics and health probes", "addr", n.metrics.addr(), "paths", "/metrics /healthz /readyz")
 	}
 	var serving sync.WaitGroup
 	serve := func(lns []net.Listener, tc *tls.Config) {

@@ -175,7 +175,7 @@ type shard struct {
 	memory []int64
 	// watchers lists the WATCHes on keys of this shard; nil when there are none,
 	// which keeps the write path to one nil check.
-	watchers map[dbKey][]*Watch
+	watchers map[dbKey][]watcher
 	// gone lists the saved keys removed since the last Collect (saved.go).
 	gone []dbKey
 }
@@ -485,7 +485,7 @@ func (s *Store) remove(sh *shard, db int, key []byte, e *entry) {
 	}
 	s.account(sh, db, -1, -cost(key, e))
 	delete(sh.dbs[db], string(key))
-	sh.touch(db, key)
+	sh.touch(db, key, true)
 	s.removed(sh, db, key, e)
 	if db == s.dbs && s.system != nil {
 		s.system(key, Value{}, false)
@@ -494,7 +494,7 @@ func (s *Store) remove(sh *shard, db int, key []byte, e *entry) {
 
 // changed tells watchers and the journal that e, key's entry, was written.
 func (s *Store) changed(sh *shard, db int, key []byte, e *entry) {
-	sh.touch(db, key)
+	sh.touch(db, key, false)
 	s.written(db, key, e)
 	if db == s.dbs && s.system != nil {
 		s.system(key, e.value(), true)
@@ -678,7 +678,7 @@ func (t Tx) Flush(db int) {
 		sh := &t.s.shards[i]
 		if sh.watchers != nil {
 			for k := range sh.dbs[db] {
-				sh.touch(db, []byte(k))
+				sh.touch(db, []byte(k), true)
 			}
 		}
 		t.s.account(sh, db, -int64(len(sh.dbs[db])), -sh.memory[db])

@@ -18,7 +18,6 @@ import (
 	"hash/fnv"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"os/signal"
 	"runtime"
@@ -29,6 +28,7 @@ import (
 	"time"
 
 	"github.com/throttleddb/throttled/commands"
+	"github.com/throttleddb/throttled/internal/hostport"
 	"github.com/throttleddb/throttled/internal/memsize"
 	"github.com/throttleddb/throttled/persistence"
 	"github.com/throttleddb/throttled/server"
@@ -98,18 +98,19 @@ func newFlags(stderr io.Writer) (*flag.FlagSet, *settings) {
 	fs.StringVar(&s.replication, "replication", "none", "none: a single node; raft: a member of a Raft group (needs --dir); crdt: a node of an active-active mesh")
 	fs.StringVar(&s.raft.NodeID, "node-id", "", "raft, crdt: this node's id, unique in the cluster")
 	fs.StringVar(&s.raft.ClusterAddr, "cluster-addr", "", "raft, crdt: host:port to listen on for the cluster's traffic (raft: and to advertise)")
-	fs.StringVar(&s.raft.AnnounceAddr, "announce-addr", "", "raft: the RESP host:port other members and RAFT LEADER give out (default: --bind and --port)")
+	fs.StringVar(&s.raft.AnnounceAddr, "announce-addr", "", "raft: the RESP host:port other members and RAFT LEADER give out (default: the first --bind address and --port; required when that is a wildcard such as 0.0.0.0)")
 	fs.StringVar(&s.peers, "peers", "", "raft: every member of a new cluster, this one included, used once to bootstrap; crdt: the other nodes (its own id is skipped); id=host:port,... (cluster addresses)")
 	fs.DurationVar(&s.crdt.SyncInterval, "crdt-sync-interval", 5*time.Millisecond, "crdt: how often a node ships its changes to its peers")
 	fs.DurationVar(&s.crdt.MaxSkew, "crdt-max-skew", 100*time.Millisecond, "crdt: the largest clock difference tolerated with a peer; one further off is refused")
 	fs.StringVar(&s.raft.Join, "join", "", "raft: RESP host:port of a member of the cluster to join (instead of --peers)")
-	fs.DurationVar(&s.raft.ApplyTimeout, "raft-apply-timeout", 2*time.Second, "raft: longest wait for the cluster before a command answers CLUSTERDOWN or TRYAGAIN")
+	fs.StringVar(&s.raft.RestoreFrom, "restore-from", "", "raft: a BACKUP folder a new one-member group starts from (--peers with this node only; add members with --join); refused once the member holds Raft state")
+	fs.DurationVar(&s.raft.ApplyTimeout, "raft-apply-timeout", 2*time.Second, "raft: longest wait for the cluster before a command answers CLUSTERDOWN or UNKNOWN")
 	fs.IntVar(&cfg.Threads, "threads", 0, "event loops serving connections and running commands, and GOMAXPROCS (0: one per CPU)")
 	fs.Int64Var(&s.slowlog.SlowerThan, "slowlog-log-slower-than", commands.DefaultSlowlog.SlowerThan, "SLOWLOG: log commands that run this many microseconds or more (0: every command, -1: none)")
 	fs.Int64Var(&s.slowlog.MaxLen, "slowlog-max-len", commands.DefaultSlowlog.MaxLen, "SLOWLOG: how many entries to keep, the oldest dropped first")
 	cfg.Slowlog = &s.slowlog
 	fs.Int64Var(&cfg.LatencyMonitorThreshold, "latency-monitor-threshold", 0, "LATENCY: sample commands that run this many milliseconds or more (0: off)")
-	fs.StringVar(&cfg.MetricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://host:port/metrics (default: off)")
+	fs.StringVar(&cfg.MetricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://host:port/metrics, and the /healthz and /readyz probes (default: off)")
 	return fs, &s
 }
 
@@ -188,8 +189,17 @@ func (m memFlag[T]) Set(v string) error {
 
 func run(args []string, stdout, stderr io.Writer) error {
 	fs, s := newFlags(stderr)
+	// The flag package prints what it refused; the list of flags goes to
+	// stdout, and only when asked for (--help, -h), which is no error.
+	fs.Usage = func() {}
 	if err := fs.Parse(args); err != nil {
-		return err
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(stdout)
+			fmt.Fprintln(stdout, "Usage: throttled [--config file] [flags]\n\nFlags (also the names of the config file's directives):")
+			fs.PrintDefaults()
+			return nil
+		}
+		return fmt.Errorf("%w (throttled --help lists the flags)", err)
 	}
 	if s.version {
 		_, err := io.WriteString(stdout, versionLine())
@@ -347,7 +357,7 @@ func applyConfigFile(fs *flag.FlagSet, path string, onCommandLine map[string]boo
 // the modes that take them.
 var modeFlags = map[string]string{
 	"node-id": "raft or crdt", "cluster-addr": "raft or crdt", "peers": "raft or crdt",
-	"announce-addr": "raft", "join": "raft", "raft-apply-timeout": "raft",
+	"announce-addr": "raft", "join": "raft", "restore-from": "raft", "raft-apply-timeout": "raft",
 	"crdt-sync-interval": "crdt", "crdt-max-skew": "crdt",
 }
 
@@ -398,7 +408,7 @@ func parsePeers(v string) (map[string]string, error) {
 		if !ok || id == "" || addr == "" {
 			return nil, fmt.Errorf("want id=host:port, got %q", item)
 		}
-		if _, _, err := net.SplitHostPort(addr); err != nil {
+		if err := hostport.Check(addr); err != nil {
 			return nil, fmt.Errorf("%s: %w", id, err)
 		}
 		if _, dup := peers[id]; dup {
