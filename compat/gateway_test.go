@@ -46,6 +46,38 @@ func gatewayRecipe(t *testing.T, readme, user, pass string, extra ...string) []s
 	return append(found, extra...)
 }
 
+// TestGatewayRecipes_Documented: every ACL SETUSER line of the examples'
+// READMEs, which the gateway tests run as, is in docs/gateways.md word for
+// word, so the page gives what is tested.
+func TestGatewayRecipes_Documented(t *testing.T) {
+	doc, err := os.ReadFile("../docs/gateways.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	docLines := map[string]bool{}
+	for line := range strings.Lines(string(doc)) {
+		docLines[strings.TrimSpace(line)] = true
+	}
+	for _, readme := range []string{"../examples/openresty/README.md", "../examples/kong/README.md", "../examples/envoy/README.md"} {
+		text, err := os.ReadFile(readme)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for line := range strings.Lines(string(text)) {
+			if line = strings.TrimSpace(line); strings.HasPrefix(line, "ACL SETUSER ") {
+				n++
+				if !docLines[line] {
+					t.Errorf("%s: %q is not a line of docs/gateways.md", readme, line)
+				}
+			}
+		}
+		if n == 0 {
+			t.Errorf("%s: no ACL SETUSER line", readme)
+		}
+	}
+}
+
 // gatewayOldRecipe is the rules of the one gateway user the README gave
 // every gateway before issue 21: the throttle commands on keys
 // "ratelimit:*". They fit none of the gateways, so a gateway logged in with
