@@ -199,3 +199,13 @@ func TestLimits(t *testing.T) {
 		}
 	}
 }
+
+// TestSandbox_CallNil pins a known difference: gopher-lua's text for a call
+// of a non-function, where Redis says "attempt to call a nil value" (or
+// names the variable). loadstring of string.dump's chunk is nil, as in Redis.
+func TestSandbox_CallNil(t *testing.T) {
+	got := eval(t, newEngine(t), newFakeDB(), 2, "return loadstring(string.dump(function() end))()", nil, nil)
+	if !strings.Contains(got, "user_script:1: attempt to call a non-function object script:") {
+		t.Errorf("got %q", got)
+	}
+}
