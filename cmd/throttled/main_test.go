@@ -33,7 +33,7 @@ func TestConfigFile(t *testing.T) {
 	if err := fs.Parse([]string{"--config", path, "--port", "8888"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := applyConfigFile(fs, path, map[string]bool{"port": true, "config": true}); err != nil {
+	if _, err := applyConfigFile(fs, path, map[string]bool{"port": true, "config": true}); err != nil {
 		t.Fatal(err)
 	}
 	if cfg.Port != 8888 || cfg.RequirePass != "s3 cret" || cfg.Databases != 4 || cfg.MaxMemory != 64<<20 || cfg.Threads != 3 {
@@ -49,7 +49,7 @@ func TestConfigFile(t *testing.T) {
 	for _, bad := range []string{"nosuch 1\n", "port abc\n", "config other.conf\n", "maxmemory 1tb\n", "version yes\n"} {
 		write(bad)
 		fs, _ := newFlags(&bytes.Buffer{})
-		if err := applyConfigFile(fs, path, nil); err == nil {
+		if _, err := applyConfigFile(fs, path, nil); err == nil {
 			t.Errorf("config %q: no error", bad)
 		}
 	}
@@ -128,7 +128,7 @@ client-output-buffer-limit pubsub 32mb 8mb 60
 		t.Fatal(err)
 	}
 	fs, s := newFlags(&bytes.Buffer{})
-	if err := applyConfigFile(fs, path, nil); err != nil {
+	if _, err := applyConfigFile(fs, path, nil); err != nil {
 		t.Fatal(err)
 	}
 	c := s.clients
@@ -147,7 +147,7 @@ client-output-buffer-limit pubsub 32mb 8mb 60
 			t.Fatal(err)
 		}
 		fs, _ := newFlags(&bytes.Buffer{})
-		if err := applyConfigFile(fs, path, nil); err == nil {
+		if _, err := applyConfigFile(fs, path, nil); err == nil {
 			t.Errorf("config %q: no error", bad)
 		}
 	}
@@ -268,7 +268,7 @@ func TestConfigFile_Replication(t *testing.T) {
 	if err := fs.Parse([]string{"--config", path}); err != nil {
 		t.Fatal(err)
 	}
-	if err := applyConfigFile(fs, path, map[string]bool{"config": true}); err != nil {
+	if _, err := applyConfigFile(fs, path, map[string]bool{"config": true}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.replicationConfig(fs); err != nil {
@@ -321,7 +321,7 @@ func TestRun_RaftRefusesSingleNodeFolder(t *testing.T) {
 func TestExampleSystemd(t *testing.T) {
 	const dir = "../../examples/systemd/"
 	fs, cfg := newFlags(&bytes.Buffer{})
-	if err := applyConfigFile(fs, dir+"throttled.conf", nil); err != nil {
+	if _, err := applyConfigFile(fs, dir+"throttled.conf", nil); err != nil {
 		t.Fatal(err)
 	}
 	if cfg.Dir != "/var/lib/throttled" || cfg.MetricsAddr != "127.0.0.1:9121" || cfg.Bind != "127.0.0.1" {
