@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -161,10 +162,7 @@ client-output-buffer-limit pubsub 32mb 8mb 60
 // TestRun_ServesAndStopsOnSignal builds the binary, runs it as a user would
 // (with two event loops and metrics) and stops it with SIGINT.
 func TestRun_ServesAndStopsOnSignal(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "throttled")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := throttledBinary(t)
 	port, err := proc.FreePort()
 	if err != nil {
 		t.Fatal(err)
@@ -336,6 +334,7 @@ func TestExampleSystemd(t *testing.T) {
 		"StateDirectory=throttled", // /var/lib/throttled, the config's dir
 		"User=throttled",
 		"Restart=on-failure",
+		fmt.Sprintf("RestartPreventExitStatus=%d", exitRefused), // refused settings are not retried
 	} {
 		if !strings.Contains(string(unit), "\n"+line+"\n") {
 			t.Errorf("throttled.service lacks %q", line)

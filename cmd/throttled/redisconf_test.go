@@ -551,3 +551,96 @@ func TestLogLevel(t *testing.T) {
 		t.Error("loglevel loud: no error")
 	}
 }
+
+// raftVariant is examples/systemd/throttled.conf made a Raft member as its
+// comment says: the commented-out lines after "# A Raft member" are
+// uncommented, less the ones leave names.
+func raftVariant(t *testing.T, example string, leave ...string) string {
+	t.Helper()
+	lines := strings.Split(example, "\n")
+	at := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, "# A Raft member") })
+	if at < 0 {
+		t.Fatal("throttled.conf has no \"# A Raft member\" block")
+	}
+	var out []string
+	for i, l := range lines {
+		if i > at && len(l) > 1 && l[0] == '#' && l[1] >= 'a' && l[1] <= 'z' {
+			if name, _, _ := strings.Cut(l[1:], " "); slices.Contains(leave, name) {
+				continue
+			}
+			l = l[1:]
+		}
+		out = append(out, l)
+	}
+	return strings.Join(out, "\n")
+}
+
+// TestRun_ExampleSystemdConf starts the real binary on
+// examples/systemd/throttled.conf, then on its Raft variant as the file
+// documents it (which elects itself and takes a write), with the host's
+// addresses and folder on the command line, as another host would have
+// its own. Without the variant's maxmemory 0 the member is refused with
+// exit status 78, which the unit does not restart.
+func TestRun_ExampleSystemdConf(t *testing.T) {
+	const path = "../../examples/systemd/throttled.conf"
+	example, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	local := []string{"--metrics-addr", "127.0.0.1:0"}
+	check := func(p *proc.Process, addr string, want map[string]string) {
+		t.Helper()
+		c, err := respconn.Dial(context.Background(), addr, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		for name, v := range want {
+			if got, err := c.Do("CONFIG", "GET", name); err != nil || fmt.Sprint(got) != "["+name+" "+v+"]" {
+				t.Errorf("CONFIG GET %s: %v, %v; want %s", name, got, err, v)
+			}
+		}
+		// A Raft member answers a write once it leads: wait for the election.
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			got, err := c.Do("SET", "k", "v")
+			if err == nil && got == "OK" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("SET: %v, %v\n%s", got, err, p.Output())
+			}
+		}
+		if err := p.Stop(); err != nil {
+			t.Fatalf("%v\n%s", err, p.Output())
+		}
+		if strings.Contains(p.Output(), `msg="config:`) || strings.Contains(p.Output(), "level=ERROR") {
+			t.Errorf("config warnings or errors logged:\n%s", p.Output())
+		}
+	}
+
+	p, addr := startBinary(t, append(local, "--config", path, "--dir", filepath.Join(dir, "single"))...)
+	check(p, addr, map[string]string{"maxmemory": "1073741824", "appendfsync": "everysec", "replication": "none"})
+
+	raftConf := filepath.Join(dir, "raft.conf")
+	writeFile(t, raftConf, raftVariant(t, string(example)))
+	port, err := proc.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cluster := proc.Addr(port)
+	member := append(local, "--config", raftConf, "--dir", filepath.Join(dir, "raft"), "--bind", "127.0.0.1",
+		"--cluster-addr", cluster, "--peers", "n1="+cluster)
+	p, addr = startBinary(t, member...)
+	check(p, addr, map[string]string{"maxmemory": "0", "replication": "raft"})
+
+	writeFile(t, raftConf, raftVariant(t, string(example), "maxmemory"))
+	// Refused before it listens: the free port is for the case it did not.
+	if port, err = proc.FreePort(); err != nil {
+		t.Fatal(err)
+	}
+	status, _, stderr := runBinary(t, append(member, "--dir", filepath.Join(dir, "raft2"), "--port", strconv.Itoa(port))...)
+	if status != exitRefused || !strings.Contains(stderr, "--maxmemory cannot be used with --replication raft") {
+		t.Errorf("the Raft lines with maxmemory 1gb: exit %d, %s", status, stderr)
+	}
+}
