@@ -14,6 +14,7 @@ require (
 	github.com/throttled/throttled/v2 v2.15.0
 	github.com/tidwall/redcon v1.6.2
 	github.com/yuin/gopher-lua v1.1.2
+	gopkg.in/yaml.v3 v3.0.1
 )
 
 require (

@@ -2,6 +2,7 @@ package commands
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -144,6 +145,10 @@ func BenchmarkDispatch(b *testing.B) {
 		{"TB.THROTTLE", "TB.THROTTLE t:1 1000000000 1 1"},
 		{"LB.THROTTLE", "LB.THROTTLE q:1 1000000000 1 1"},
 		{"THROTTLE.ALL", "THROTTLE.ALL LIMIT CL a:1 9 10 1 LIMIT SWC b:1 50 10 LIMIT FWC tenant 1000000000 60"},
+		// THROTTLE.POLICY on the last of 1,000 templates, and THROTTLE.ALL
+		// with the same two tiers.
+		{"THROTTLE.POLICY", "THROTTLE.POLICY GET /v1/t999/orgs/o1/items/5 user:1"},
+		{"THROTTLE.ALL-policy-tiers", "THROTTLE.ALL LIMIT CL policy:t999:1::user:1 1000 1000000 1 LIMIT FWC policy:t999:2::user:1 1000000000 60"},
 		{"EVAL", "EVAL return 1 0"},
 		{"KONG.EVAL", "EVAL kong 1 kong:1 60"},
 	} {
@@ -158,6 +163,14 @@ func BenchmarkDispatch(b *testing.B) {
 			case "CL.THROTTLE-gateway":
 				do(s, c, "ACL", "SETUSER", "gw", "on", "nopass", "-@all", "+@ratelimit", "~ratelimit:*")
 				do(s, c, "AUTH", "gw", "x")
+			case "THROTTLE.POLICY":
+				var file strings.Builder
+				for i := range 1000 {
+					fmt.Fprintf(&file, "- {id: t%d, path: '/v1/t%d/orgs/{org}/items/*', methods: [GET], tiers: [{algorithm: cl, burst: 1000, count: 1000000, period: 1s}, {algorithm: fwc, limit: 1000000000, window: 1m}]}\n", i, i)
+				}
+				if r := do(s, c, "POLICY", "LOAD", file.String()); r != ":1000\r\n" {
+					b.Fatalf("POLICY LOAD: %q", r)
+				}
 			case "EVAL":
 				args[1] = []byte("return 1")
 			case "KONG.EVAL":

@@ -88,7 +88,16 @@ func newSettings(s *Server) *settings {
 		// before other clients get BUSY and SCRIPT KILL may stop it.
 		busyThreshold(s, "busy-reply-threshold"),
 		busyThreshold(s, "lua-time-limit"),
-		{name: "maxmemory-policy", get: func() string { return evictionPolicy(s.store.Limits()) }},
+		// The policy only acts under a bound, which a Raft member or a
+		// mesh node refuses: there it may be set, and changes nothing.
+		{name: "maxmemory-policy", get: func() string { return s.store.EvictionPolicy().String() }, set: func(v string) error {
+			var p store.EvictionPolicy
+			if err := p.Set(v); err != nil {
+				return err
+			}
+			s.store.SetEvictionPolicy(p)
+			return nil
+		}},
 		// requirepass is the default user's password, as in Redis: setting
 		// it replaces the user's passwords ("" makes it nopass).
 		{name: "requirepass", get: s.requirePass, set: func(v string) error {
@@ -187,6 +196,7 @@ func config(c *Ctx) {
 		}
 		// Check every pair before changing anything, so a bad pair leaves
 		// all settings as they were.
+		seen := map[*setting]bool{}
 		for i := 2; i < len(c.Args); i += 2 {
 			name := strings.ToLower(string(c.Args[i]))
 			h := st.find(name)
@@ -194,6 +204,12 @@ func config(c *Ctx) {
 				c.W.Error("ERR Unknown option or number of arguments for CONFIG SET - '" + sanitize(name, 128) + "'")
 				return
 			}
+			if seen[h] {
+				// Redis names the argument as it was given.
+				c.W.Error("ERR CONFIG SET failed (possibly related to argument '" + sanitize(string(c.Args[i]), 128) + "') - duplicate parameter")
+				return
+			}
+			seen[h] = true
 			// Setting a fixed value to what it already is changes nothing
 			// and is allowed, so scripts that run CONFIG SET save "" work.
 			if h.set == nil && h.get() != string(c.Args[i+1]) {

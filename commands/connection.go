@@ -366,41 +366,78 @@ func (c *Ctx) clientKill() {
 		c.W.OK()
 		return
 	}
-	if len(c.Args) < 4 {
-		c.W.Error(errSyntax)
+	if len(c.Args) < 3 {
+		c.W.Error(wrongArity("client|kill"))
 		return
 	}
-	var id int64
+	// The filters: a client is killed when it matches every one given.
+	// Without any, every client matches (SKIPME still spares the caller).
+	var (
+		id               int64
+		addr, laddr, usr string
+		noneOfType       bool // TYPE master, replica or pubsub: we have none
+	)
 	skipMe := true
 	for i := 2; i < len(c.Args); i += 2 {
-		more := i+1 < len(c.Args)
-		switch {
-		case is(c.Args[i], "ID") && more:
-			v, ok := parseInt(c.Args[i+1])
-			if !ok || v < 1 {
+		if i+1 >= len(c.Args) {
+			c.W.Error(errSyntax)
+			return
+		}
+		v := c.Args[i+1]
+		switch a := c.Args[i]; {
+		case is(a, "ID"):
+			n, ok := parseInt(v)
+			if !ok || n < 1 {
 				c.W.Error("ERR client-id should be greater than 0")
 				return
 			}
-			id = v
-		case is(c.Args[i], "SKIPME") && more && (is(c.Args[i+1], "YES") || is(c.Args[i+1], "NO")):
-			skipMe = is(c.Args[i+1], "YES")
+			id = n
+		case is(a, "ADDR"):
+			addr = string(v)
+		case is(a, "LADDR"):
+			laddr = string(v)
+		case is(a, "USER"):
+			if c.srv.acl.user(string(v)) == nil {
+				c.W.Error("ERR No such user '" + sanitize(string(v), 128) + "'")
+				return
+			}
+			usr = string(v)
+		case is(a, "TYPE"):
+			switch {
+			case is(v, "NORMAL"):
+			case is(v, "MASTER"), is(v, "REPLICA"), is(v, "SLAVE"), is(v, "PUBSUB"):
+				noneOfType = true
+			default:
+				c.W.Error("ERR Unknown client type '" + sanitize(string(v), 128) + "'")
+				return
+			}
+		case is(a, "SKIPME") && (is(v, "YES") || is(v, "NO")):
+			skipMe = is(v, "YES")
 		default:
 			c.W.Error(errSyntax)
 			return
 		}
 	}
-	switch {
-	case id == 0, n == nil, id == c.Conn.ID && skipMe:
-		// Without an ID nothing matches: we have none of Redis' other
-		// filters (ADDR, LADDR, USER, TYPE, MAXAGE).
+	if n == nil || noneOfType {
 		c.W.Int(0)
-	case id == c.Conn.ID:
-		// Closing our own connection now would lose the reply.
-		c.Conn.CloseAfterReply()
-		c.W.Int(1)
-	case n.Kill(id):
-		c.W.Int(1)
-	default:
-		c.W.Int(0)
+		return
 	}
+	killed := int64(0)
+	n.ForEachConn(func(rc *resp.Conn) {
+		in := rc.Info()
+		switch {
+		case id != 0 && in.ID != id, addr != "" && in.Addr != addr, laddr != "" && in.LAddr != laddr, usr != "" && in.User != usr:
+			return
+		case rc.ID == c.Conn.ID:
+			if skipMe {
+				return
+			}
+			// Closing our own connection now would lose the reply.
+			c.Conn.CloseAfterReply()
+			killed++
+		case n.Kill(rc.ID):
+			killed++
+		}
+	})
+	c.W.Int(killed)
 }

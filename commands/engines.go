@@ -63,6 +63,21 @@ func familyOfKind(k store.Kind) *family {
 	return nil
 }
 
+// familyOfEngine finds the family of an engine's algorithm.
+func familyOfEngine(k engines.Kind) *family {
+	switch k {
+	case engines.FWC:
+		return famFWC
+	case engines.SWL:
+		return famSWL
+	case engines.SWC:
+		return famSWC
+	case engines.TB:
+		return famTB
+	}
+	return famLB
+}
+
 // limit is one parsed rate limit: a key, its algorithm and parameters.
 type limit struct {
 	key []byte

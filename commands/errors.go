@@ -8,6 +8,7 @@ import (
 // Reply texts of errors, Redis 7's exact words, which clients match on.
 const (
 	errSyntax        = "ERR syntax error"
+	errNoMulti       = "ERR Command not allowed inside a transaction"
 	errNotInt        = "ERR value is not an integer or out of range"
 	errOverflow      = "ERR increment or decrement would overflow"
 	errWrongType     = "WRONGTYPE Operation against a key holding the wrong kind of value"
@@ -22,6 +23,7 @@ const (
 	errExecNoMulti   = "ERR EXEC without MULTI"
 	errDiscardNoMult = "ERR DISCARD without MULTI"
 	errExecAbort     = "EXECABORT Transaction discarded because of previous errors."
+	errOOM           = "OOM command not allowed when used memory > 'maxmemory'."
 	errWatchInMulti  = "ERR WATCH inside MULTI is not allowed"
 	errClusterOff    = "ERR This instance has cluster support disabled"
 	errClientName    = "ERR Client names cannot contain spaces, newlines or special characters."

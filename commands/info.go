@@ -32,6 +32,13 @@ func info(c *Ctx) {
 		}
 		out = c.srv.infoSection(out, sec)
 	}
+	if want["policies"] || want["all"] || want["everything"] {
+		// Ours, not Redis': not in the default set.
+		if len(out) > 0 {
+			out = append(out, "\r\n"...)
+		}
+		out = c.srv.infoPolicies(out)
+	}
 	c.W.Verbatim(out)
 }
 
@@ -91,7 +98,7 @@ func (s *Server) infoSection(b []byte, sec string) []byte {
 		line("used_memory_scripts", scripts.Bytes)
 		line("maxmemory", maxMem)
 		line("maxmemory_human", memsize.Human(maxMem))
-		line("maxmemory_policy", evictionPolicy(maxKeys, maxMem))
+		line("maxmemory_policy", s.store.EvictionPolicy().String())
 		line("keys", keys)
 		line("maxkeys", maxKeys)
 	case "persistence":
@@ -186,14 +193,4 @@ func (s *Server) ConnectionsReceived() int64 {
 		return net.Stats().Received
 	}
 	return 0
-}
-
-// evictionPolicy names the eviction order for INFO and CONFIG GET
-// maxmemory-policy: "noeviction" without a bound, else store's order (keys
-// with an expiry, soonest first, then least recently used).
-func evictionPolicy(maxKeys, maxMemory int64) string {
-	if maxKeys == 0 && maxMemory == 0 {
-		return "noeviction"
-	}
-	return "volatile-ttl-then-lru"
 }

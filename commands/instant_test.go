@@ -87,7 +87,7 @@ func TestThrottle_SubMillisecondRates(t *testing.T) {
 // TestThrottle_SubMillisecondTimeline: calls every 10 us for 100 ms, as on
 // a real clock, against 10,000 per second with a burst of 6. TB and LB keep
 // exact state across millisecond boundaries and admit what the rate allows:
-// 6 at once plus one per 0.1 ms, 1,005 (README's advice for such rates).
+// 6 at once plus one per 0.1 ms, 1,005 (docs/commands.md's advice for such rates).
 // CL.THROTTLE follows redis-cell: its key expires with the millisecond its
 // TTL rounds down to, so the bucket starts over every millisecond and each
 // millisecond admits 15 (6 at once, then one per 0.1 ms).

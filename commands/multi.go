@@ -42,7 +42,7 @@ func exec(c *Ctx) {
 	locks := &c.st.locks // empty: EXEC itself has no keys
 	c.st.watch.AddLocks(s.store, locks)
 	for i, spec := range m.specs {
-		s.addLocks(locks, spec, m.queue[i])
+		s.addLocks(locks, c.st, spec, m.queue[i])
 	}
 	s.store.Lock(locks)
 	if c.st.watch.Dirty() || c.Tx.WatchExpired(&c.st.watch) {

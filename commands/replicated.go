@@ -514,7 +514,7 @@ func (s *Server) AppendSnapshot(dst []byte, now int64) []byte {
 	l.AddAll()
 	s.store.Lock(&l)
 	defer s.store.Unlock(&l)
-	return persistence.AppendSnapshot(dst, s.store.Tx(now), s.store.Databases())
+	return persistence.AppendSnapshot(dst, s.store, s.store.Tx(now))
 }
 
 // RestoreSnapshot replaces the script cache and the keyspace with those of
@@ -540,5 +540,5 @@ func (s *Server) RestoreSnapshot(snap []byte, now int64) error {
 	l.AddAll()
 	s.store.Lock(&l)
 	defer s.store.Unlock(&l)
-	return persistence.RestoreSnapshot(s.store.Tx(now), s.store.Databases(), snap)
+	return persistence.RestoreSnapshot(s.store, s.store.Tx(now), snap)
 }

@@ -52,6 +52,7 @@ func evalKeys(args [][]byte, fn func(key []byte)) {
 type scriptCall struct {
 	outer    *Ctx        // the EVAL command's context
 	readOnly bool        // EVAL_RO / EVALSHA_RO
+	oom      bool        // the store was out of memory when the script began
 	w        resp.Writer // the called command's reply, reused
 	ctx      Ctx
 }
@@ -90,6 +91,10 @@ func (sc *scriptCall) refusal(x *scripting.Exec, spec *Spec, args [][]byte) stri
 	switch {
 	case spec.Flags&Write != 0 && sc.readOnly:
 		return scripting.ReplyReadOnly
+	case spec.Flags&DenyOOM != 0 && sc.oom && !x.Wrote():
+		// As Redis: a script that has not written yet may not start
+		// to; one that has goes on, so it is not left half done.
+		return errOOM
 	case spec.Flags&Write != 0 && !x.MarkWrite():
 		return "ERR Script killed by user with SCRIPT KILL..."
 	case !sc.lock(spec, args):
@@ -154,12 +159,22 @@ func runScript(c *Ctx, bySHA, readOnly bool) {
 			return
 		}
 	}
-	if _, err := sc.ReadOnly(readOnly); err != nil {
+	// Under noeviction, a script declaring neither no-writes nor
+	// allow-oom is refused whole when the store is over its bounds; one
+	// without a shebang runs, and only its writes are refused (Call).
+	oom := c.srv.store.OutOfMemory() && sc.Flags()&scripting.FlagAllowOOM == 0
+	if oom && sc.Flags()&(scripting.FlagEvalCompat|scripting.FlagNoWrites) == 0 {
+		c.W.Error(errOOM)
+		return
+	}
+	// A no-writes script is read-only through EVAL too.
+	ro, err := sc.ReadOnly(readOnly)
+	if err != nil {
 		c.W.Error(replyOf(err))
 		return
 	}
 	call := &c.st.script
-	call.outer, call.readOnly = c, readOnly
+	call.outer, call.readOnly, call.oom = c, ro, oom
 	// A script's SELECT lasts until the script ends, as in Redis 7.
 	db := c.st.db
 	eng.Run(context.Background(), sc, c.Args[3:3+n], c.Args[3+n:], call, c.W)
@@ -259,7 +274,10 @@ func script(c *Ctx) {
 // its time limit; the others get BUSY, as in Redis.
 func allowedWhileBusy(spec *Spec, args [][]byte) bool {
 	switch spec.Name {
-	case "auth", "hello", "quit", "reset", "shutdown":
+	// Redis 7's allow-busy commands. MULTI among them: a transaction can
+	// begin while a script runs, and a command refused with BUSY while
+	// queuing makes EXEC abort, as any refused command does.
+	case "auth", "hello", "quit", "reset", "shutdown", "multi", "discard", "watch", "unwatch":
 		return true
 	case "script":
 		return len(args) > 1 && strings.EqualFold(string(args[1]), "kill")

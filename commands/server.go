@@ -3,8 +3,10 @@ package commands
 import (
 	"errors"
 	"fmt"
+	"github.com/throttleddb/throttled/policy"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,13 +19,15 @@ import (
 	"github.com/throttleddb/throttled/store"
 )
 
-// Version is the server version INFO and HELLO report. Clients parse
+// RedisVersion is the server version INFO and HELLO report. Clients parse
 // redis_version to pick features, so it names the Redis version whose
-// behaviour we follow; throttled_version carries our own.
-const (
-	Version      = "0.1.0"
-	RedisVersion = "7.0.15"
-)
+// behaviour we follow; throttled_version carries Version, our own.
+const RedisVersion = "7.0.15"
+
+// Version is throttled's own version. A release build stamps it with
+// -ldflags -X (scripts/release.sh), so it is a variable; the value here is
+// what a build from source reports.
+var Version = "0.2.0-dev"
 
 // Config configures a Server. Store and Clock are required.
 type Config struct {
@@ -35,6 +39,11 @@ type Config struct {
 	// RequirePass, when set, makes clients AUTH first: it is the default
 	// user's password.
 	RequirePass string
+	// PolicySecret keys the hash that a policy with a secret principal
+	// (an API key) keeps in its keys instead of the principal.
+	PolicySecret string
+	// PolicyFile is the YAML file of policies POLICY RELOAD reads.
+	PolicyFile string
 	// ACLFile is the file of users ACL LOAD reads and ACL SAVE writes; New
 	// loads it. Empty: users live only in memory.
 	ACLFile string
@@ -112,6 +121,8 @@ type Server struct {
 	password  atomic.Pointer[string]
 	acl       *acl
 	protected atomic.Bool // protected-mode
+	// policies are the rate-limit policies (policy.go).
+	policies *policyRegistry
 
 	clientsMu sync.Mutex // guards clients
 	clients   ClientLimits
@@ -169,6 +180,7 @@ func New(cfg Config) (*Server, error) {
 		s.clients = *cfg.Clients
 	}
 	s.conf = newSettings(s)
+	s.policies = newPolicyRegistry(cfg.Store, cfg.Logger)
 	return s, nil
 }
 
@@ -208,6 +220,9 @@ type connState struct {
 	ctx Ctx
 	// script runs the commands of the connection's Lua scripts.
 	script scriptCall
+	// policies is the policy table THROTTLE.POLICY found its keys in
+	// (Spec.Locks), which its Run decides by (policy.go).
+	policies *policy.Table
 }
 
 type multiState struct {
@@ -279,11 +294,26 @@ func (s *Server) ServeRESP(c *resp.Conn, args [][]byte) {
 		s.reject(c, st, spec, scripting.ReplyBusy)
 		return
 	}
+	if s.store.OutOfMemory() && refusedOnOOM(st, spec) {
+		s.reject(c, st, spec, errOOM)
+		return
+	}
 	if spec.Flags&Write != 0 && s.cfg.Persistence != nil {
 		if err := s.cfg.Persistence.Err(); err != nil {
 			s.reject(c, st, spec, "MISCONF Errors writing to the data folder, so writes are refused: "+err.Error())
 			return
 		}
+	}
+	if spec.Prepare != nil {
+		var errText string
+		if args, errText = spec.Prepare(s, args); errText != "" {
+			s.reject(c, st, spec, errText)
+			return
+		}
+	}
+	if st.multi != nil && spec.Flags&NoMulti != 0 {
+		s.reject(c, st, spec, errNoMulti)
+		return
 	}
 	if st.multi != nil && spec.Flags&NoQueue == 0 {
 		if s.cluster != nil && !logged(spec, args) {
@@ -307,6 +337,23 @@ func (s *Server) ServeRESP(c *resp.Conn, args [][]byte) {
 	s.execute(c, &c.W, st, spec, args, now, start)
 }
 
+// refusedOnOOM reports whether spec is refused while the store is over its
+// bounds under maxmemory-policy noeviction, as Redis' processCommand
+// decides: a DenyOOM command, EXEC of a transaction that queued one, and
+// inside MULTI anything but EXEC, DISCARD, QUIT and RESET, since queuing
+// takes memory too. (A script's own OOM rules are in runScript.)
+func refusedOnOOM(st *connState, spec *Spec) bool {
+	switch {
+	case spec.Flags&DenyOOM != 0:
+		return true
+	case spec.Name == "exec":
+		return st.multi != nil && slices.ContainsFunc(st.multi.specs, func(sp *Spec) bool { return sp.Flags&DenyOOM != 0 })
+	case st.multi != nil:
+		return spec.Name != "discard" && spec.Name != "quit" && spec.Name != "reset"
+	}
+	return false
+}
+
 // instant is the instant of a command dispatched at start: start itself
 // on the real clock, so that one reading of the clock gives both the
 // command's instant and the start of its timing (see run), else the
@@ -324,7 +371,7 @@ func (s *Server) instant(start time.Time) int64 {
 // start, before it waits for its locks (see run).
 func (s *Server) execute(c *resp.Conn, w *resp.Writer, st *connState, spec *Spec, args [][]byte, now int64, start time.Time) {
 	st.locks.Reset()
-	s.addLocks(&st.locks, spec, args)
+	s.addLocks(&st.locks, st, spec, args)
 	s.store.Lock(&st.locks)
 	if s.mesh != nil {
 		// Read with the locks held: see Mesh.Now.
@@ -336,11 +383,14 @@ func (s *Server) execute(c *resp.Conn, w *resp.Writer, st *connState, spec *Spec
 	s.store.Unlock(&st.locks)
 }
 
-// addLocks adds the shards spec needs for args to l.
-func (s *Server) addLocks(l *store.LockSet, spec *Spec, args [][]byte) {
+// addLocks adds the shards spec needs for args to l, for the connection st.
+func (s *Server) addLocks(l *store.LockSet, st *connState, spec *Spec, args [][]byte) {
 	if spec.allKeys(args) {
 		l.AddAll()
 		return
+	}
+	if spec.Locks != nil {
+		spec.Locks(s, st, args, func(k []byte) { l.Add(s.store, k) })
 	}
 	if spec.KeysFn != nil {
 		spec.KeysFn(args, func(k []byte) { l.Add(s.store, k) })
@@ -356,8 +406,8 @@ func (s *Server) addLocks(l *store.LockSet, spec *Spec, args [][]byte) {
 // the clock for the command's instant, so the time also counts the wait for
 // the shards' locks, which only a connection holding them for long (a slow
 // script) makes more than a few nanoseconds. That saves a reading of the
-// clock per command, 25-35 ns where a cheap command takes 250 ns (README,
-// Operations).
+// clock per command, 25-35 ns where a cheap command takes 250 ns
+// (docs/operations.md, "SLOWLOG").
 func (s *Server) run(c *Ctx, spec *Spec, start time.Time) {
 	mark := c.W.Len()
 	if msg := s.meshRefusal(spec); msg != "" {

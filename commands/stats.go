@@ -17,7 +17,7 @@ import (
 // per call. The calls are the sum of the buckets, and the commands processed
 // the sum of the calls, so counting costs the hot path as many atomic adds
 // as it did before there was a histogram, plus one for a throttle command's
-// decision (README, Operations, has the figures); readers build a histogram
+// decision (docs/operations.md, "Metrics", has the figures); readers build a histogram
 // from the counters when asked.
 
 // DurationBuckets is the number of buckets of a command's run-time

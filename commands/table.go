@@ -31,6 +31,12 @@ const (
 	// SkipSlowlog commands are not logged in the SLOWLOG (EXEC: the
 	// commands it runs are, one by one).
 	SkipSlowlog
+	// DenyOOM commands may add memory: under maxmemory-policy noeviction
+	// they are refused once the store is over its bounds (Redis' denyoom).
+	DenyOOM
+	// NoMulti commands are refused inside MULTI (Redis' no-multi), which
+	// then aborts the transaction: SHUTDOWN must not wait for EXEC.
+	NoMulti
 )
 
 // Spec is one command.
@@ -46,6 +52,17 @@ type Spec struct {
 	// KeysFn finds the keys of a command whose key positions depend on its
 	// other arguments (Redis' "movablekeys"); it replaces FirstKey..Step.
 	KeysFn func(args [][]byte, fn func(key []byte))
+	// Locks finds the keys whose shards a call must hold when the server,
+	// not the arguments, names them: THROTTLE.POLICY's tiers' keys come
+	// from the policy table. They are locked as KeysFn's are, but are not
+	// the call's keys for ACL patterns or COMMAND GETKEYS.
+	Locks func(s *Server, st *connState, args [][]byte, fn func(key []byte))
+	// Prepare turns a call into the one that is logged and run, on the node
+	// the client asked, before it is queued, proposed or run: POLICY
+	// RELOAD reads the policy file there and becomes POLICY LOAD with its
+	// text, so every replica applies the same policies. An error is the
+	// reply text.
+	Prepare func(s *Server, args [][]byte) ([][]byte, string)
 	// AllKeysFn says which calls work on the whole keyspace and lock every
 	// shard, for a command where only some do (DEBUG DIGEST, not DEBUG
 	// DIGEST-VALUE or CLOCK); the AllKeys flag says it of every call. It
@@ -80,7 +97,11 @@ type Sub struct {
 	// Name is the lower-case name ("list" of "client|list").
 	Name       string
 	Categories Category
-	aclID      int
+	// Summary is shown by COMMAND DOCS for a subcommand Redis does not
+	// have (Redis' own text is shown for the others); the container's
+	// when empty.
+	Summary string
+	aclID   int
 }
 
 // KeyAccess is what a command does with its keys, which decides what an
@@ -170,7 +191,7 @@ var specs = []*Spec{
 			{Name: "info", Categories: CatSlow | CatConnection},
 			{Name: "kill", Categories: CatAdmin | CatSlow | CatDangerous | CatConnection},
 			{Name: "list", Categories: CatAdmin | CatSlow | CatDangerous | CatConnection},
-			{Name: "setinfo", Categories: CatSlow | CatConnection},
+			{Name: "setinfo", Categories: CatSlow | CatConnection, Summary: "Sets information specific to the client or connection (as Redis 7.2)."},
 			{Name: "setname", Categories: CatSlow | CatConnection},
 		}, Run: client},
 
@@ -187,6 +208,8 @@ var specs = []*Spec{
 		Subcommands: []Sub{
 			{Name: "count", Categories: CatSlow | CatConnection},
 			{Name: "docs", Categories: CatSlow | CatConnection},
+			{Name: "getkeys", Categories: CatSlow | CatConnection},
+			{Name: "getkeysandflags", Categories: CatSlow | CatConnection},
 			{Name: "help", Categories: CatSlow | CatConnection},
 			{Name: "info", Categories: CatSlow | CatConnection},
 			{Name: "list", Categories: CatSlow | CatConnection},
@@ -195,7 +218,9 @@ var specs = []*Spec{
 	{Name: "flushdb", Arity: -1, Flags: Write | AllKeys, Categories: CatKeyspace | CatWrite | CatSlow | CatDangerous, Group: "server", Summary: "Removes all keys from the current database.", Run: flushdb},
 	{Name: "flushall", Arity: -1, Flags: Write | AllKeys, Categories: CatKeyspace | CatWrite | CatSlow | CatDangerous, Group: "server", Summary: "Removes all keys from all databases.", Run: flushall},
 	{Name: "time", Arity: 1, Flags: Fast, Categories: CatFast, Group: "server", Summary: "Returns the server time.", Run: timeCmd},
-	{Name: "shutdown", Arity: -1, Flags: NoScript | Admin | NoQueue, Categories: CatAdmin | CatSlow | CatDangerous, Group: "server", Summary: "Stops accepting connections, closes the open ones and exits.", Run: shutdown},
+	{Name: "backup", Arity: 2, Flags: NoScript | Admin | AllKeys, Categories: CatAdmin | CatSlow | CatDangerous, Group: "server",
+		Summary: "Writes a consistent copy of the keyspace as a new data folder at an absolute path.", Run: backup},
+	{Name: "shutdown", Arity: -1, Flags: NoScript | Admin | NoMulti, Categories: CatAdmin | CatSlow | CatDangerous, Group: "server", Summary: "Stops accepting connections, closes the open ones and exits.", Run: shutdown},
 	// SLOWLOG is refused in scripts, where Redis allows it: each replica of
 	// a Raft group has its own log, so a script that read it could make
 	// them diverge.
@@ -236,17 +261,17 @@ var specs = []*Spec{
 
 	// string
 	{Name: "get", Arity: 2, Flags: ReadOnly | Fast, FirstKey: 1, LastKey: 1, Step: 1, Access: KeyRead, Categories: CatRead | CatString | CatFast, Group: "string", Summary: "Returns the string value of a key.", Run: get},
-	{Name: "set", Arity: -3, Flags: Write, FirstKey: 1, LastKey: 1, Step: 1, AccessFn: setAccess, Categories: CatWrite | CatString | CatSlow, Group: "string", Summary: "Sets the string value of a key, ignoring its type.", Run: set},
-	{Name: "setnx", Arity: 3, Flags: Write | Fast, FirstKey: 1, LastKey: 1, Step: 1, Access: KeyWrite, Categories: CatWrite | CatString | CatFast, Group: "string", Summary: "Set the string value of a key only when the key doesn't exist.", Run: setnx},
-	{Name: "setex", Arity: 4, Flags: Write, FirstKey: 1, LastKey: 1, Step: 1, Access: KeyWrite, Categories: CatWrite | CatString | CatSlow, Group: "string", Summary: "Sets the string value and expiration time of a key.", Run: setex},
-	{Name: "psetex", Arity: 4, Flags: Write, FirstKey: 1, LastKey: 1, Step: 1, Access: KeyWrite, Categories: CatWrite | CatString | CatSlow, Group: "string", Summary: "Sets both string value and expiration time in milliseconds of a key.", Run: psetex},
+	{Name: "set", Arity: -3, Flags: Write | DenyOOM, FirstKey: 1, LastKey: 1, Step: 1, AccessFn: setAccess, Categories: CatWrite | CatString | CatSlow, Group: "string", Summary: "Sets the string value of a key, ignoring its type.", Run: set},
+	{Name: "setnx", Arity: 3, Flags: Write | DenyOOM | Fast, FirstKey: 1, LastKey: 1, Step: 1, Access: KeyWrite, Categories: CatWrite | CatString | CatFast, Group: "string", Summary: "Set the string value of a key only when the key doesn't exist.", Run: setnx},
+	{Name: "setex", Arity: 4, Flags: Write | DenyOOM, FirstKey: 1, LastKey: 1, Step: 1, Access: KeyWrite, Categories: CatWrite | CatString | CatSlow, Group: "string", Summary: "Sets the string value and expiration time of a key.", Run: setex},
+	{Name: "psetex", Arity: 4, Flags: Write | DenyOOM, FirstKey: 1, LastKey: 1, Step: 1, Access: KeyWrite, Categories: CatWrite | CatString | CatSlow, Group: "string", Summary: "Sets both string value and expiration time in milliseconds of a key.", Run: psetex},
 	{Name: "getdel", Arity: 2, Flags: Write | Fast, FirstKey: 1, LastKey: 1, Step: 1, Access: KeyRead | KeyWrite, Categories: CatWrite | CatString | CatFast, Group: "string", Summary: "Returns the string value of a key after deleting the key.", Run: getdel},
 	{Name: "mget", Arity: -2, Flags: ReadOnly | Fast, FirstKey: 1, LastKey: -1, Step: 1, Access: KeyRead, Categories: CatRead | CatString | CatFast, Group: "string", Summary: "Atomically returns the string values of one or more keys.", Run: mget},
-	{Name: "mset", Arity: -3, Flags: Write, FirstKey: 1, LastKey: -1, Step: 2, Access: KeyWrite, Categories: CatWrite | CatString | CatSlow, Group: "string", Summary: "Atomically creates or modifies the string values of one or more keys.", Run: mset},
-	{Name: "incr", Arity: 2, Flags: Write | Fast, FirstKey: 1, LastKey: 1, Step: 1, Access: KeyRead | KeyWrite, Categories: CatWrite | CatString | CatFast, Group: "string", Summary: "Increments the integer value of a key by one.", Run: incr},
-	{Name: "incrby", Arity: 3, Flags: Write | Fast, FirstKey: 1, LastKey: 1, Step: 1, Access: KeyRead | KeyWrite, Categories: CatWrite | CatString | CatFast, Group: "string", Summary: "Increments the integer value of a key by a number.", Run: incrby},
-	{Name: "decr", Arity: 2, Flags: Write | Fast, FirstKey: 1, LastKey: 1, Step: 1, Access: KeyRead | KeyWrite, Categories: CatWrite | CatString | CatFast, Group: "string", Summary: "Decrements the integer value of a key by one.", Run: decr},
-	{Name: "decrby", Arity: 3, Flags: Write | Fast, FirstKey: 1, LastKey: 1, Step: 1, Access: KeyRead | KeyWrite, Categories: CatWrite | CatString | CatFast, Group: "string", Summary: "Decrements a number from the integer value of a key.", Run: decrby},
+	{Name: "mset", Arity: -3, Flags: Write | DenyOOM, FirstKey: 1, LastKey: -1, Step: 2, Access: KeyWrite, Categories: CatWrite | CatString | CatSlow, Group: "string", Summary: "Atomically creates or modifies the string values of one or more keys.", Run: mset},
+	{Name: "incr", Arity: 2, Flags: Write | DenyOOM | Fast, FirstKey: 1, LastKey: 1, Step: 1, Access: KeyRead | KeyWrite, Categories: CatWrite | CatString | CatFast, Group: "string", Summary: "Increments the integer value of a key by one.", Run: incr},
+	{Name: "incrby", Arity: 3, Flags: Write | DenyOOM | Fast, FirstKey: 1, LastKey: 1, Step: 1, Access: KeyRead | KeyWrite, Categories: CatWrite | CatString | CatFast, Group: "string", Summary: "Increments the integer value of a key by a number.", Run: incrby},
+	{Name: "decr", Arity: 2, Flags: Write | DenyOOM | Fast, FirstKey: 1, LastKey: 1, Step: 1, Access: KeyRead | KeyWrite, Categories: CatWrite | CatString | CatFast, Group: "string", Summary: "Decrements the integer value of a key by one.", Run: decr},
+	{Name: "decrby", Arity: 3, Flags: Write | DenyOOM | Fast, FirstKey: 1, LastKey: 1, Step: 1, Access: KeyRead | KeyWrite, Categories: CatWrite | CatString | CatFast, Group: "string", Summary: "Decrements a number from the integer value of a key.", Run: decrby},
 
 	// transactions
 	{Name: "multi", Arity: 1, Flags: NoScript | NoQueue | Fast, Categories: CatFast | CatTransaction, Group: "transactions", Summary: "Starts a transaction.", Run: multi},
@@ -257,12 +282,23 @@ var specs = []*Spec{
 
 	// rate limiting
 	{Name: "cl.throttle", Arity: -1, Flags: Write | Fast, FirstKey: 1, LastKey: 1, Step: 1, Access: KeyRead | KeyWrite, Categories: CatWrite | CatRatelimit | CatFast, Group: "throttle", Summary: "Applies the generic cell rate algorithm (redis-cell compatible).", Run: clThrottle},
-	{Name: "fwc.throttle", Arity: -4, Flags: Write | Fast, FirstKey: 1, LastKey: 1, Step: 1, Access: KeyRead | KeyWrite, Categories: CatWrite | CatRatelimit | CatFast, Group: "throttle", Summary: "Applies a fixed window counter.", Run: engineThrottle(famFWC)},
-	{Name: "swl.throttle", Arity: -4, Flags: Write, FirstKey: 1, LastKey: 1, Step: 1, Access: KeyRead | KeyWrite, Categories: CatWrite | CatRatelimit | CatSlow, Group: "throttle", Summary: "Applies a sliding window log.", Run: engineThrottle(famSWL)},
-	{Name: "swc.throttle", Arity: -4, Flags: Write | Fast, FirstKey: 1, LastKey: 1, Step: 1, Access: KeyRead | KeyWrite, Categories: CatWrite | CatRatelimit | CatFast, Group: "throttle", Summary: "Applies a sliding window counter.", Run: engineThrottle(famSWC)},
-	{Name: "tb.throttle", Arity: -5, Flags: Write | Fast, FirstKey: 1, LastKey: 1, Step: 1, Access: KeyRead | KeyWrite, Categories: CatWrite | CatRatelimit | CatFast, Group: "throttle", Summary: "Applies a token bucket.", Run: engineThrottle(famTB)},
-	{Name: "lb.throttle", Arity: -5, Flags: Write | Fast, FirstKey: 1, LastKey: 1, Step: 1, Access: KeyRead | KeyWrite, Categories: CatWrite | CatRatelimit | CatFast, Group: "throttle", Summary: "Applies a leaky bucket (as a queue).", Run: engineThrottle(famLB)},
-	{Name: "throttle.all", Arity: -5, Flags: Write, KeysFn: throttleAllKeys, Access: KeyRead | KeyWrite, Categories: CatWrite | CatRatelimit | CatSlow, Group: "throttle", Summary: "Checks several rate limits and consumes from all of them only if all allow.", Run: throttleAll},
+	{Name: "fwc.throttle", Arity: -4, Flags: Write | DenyOOM | Fast, FirstKey: 1, LastKey: 1, Step: 1, Access: KeyRead | KeyWrite, Categories: CatWrite | CatRatelimit | CatFast, Group: "throttle", Summary: "Applies a fixed window counter.", Run: engineThrottle(famFWC)},
+	{Name: "swl.throttle", Arity: -4, Flags: Write | DenyOOM, FirstKey: 1, LastKey: 1, Step: 1, Access: KeyRead | KeyWrite, Categories: CatWrite | CatRatelimit | CatSlow, Group: "throttle", Summary: "Applies a sliding window log.", Run: engineThrottle(famSWL)},
+	{Name: "swc.throttle", Arity: -4, Flags: Write | DenyOOM | Fast, FirstKey: 1, LastKey: 1, Step: 1, Access: KeyRead | KeyWrite, Categories: CatWrite | CatRatelimit | CatFast, Group: "throttle", Summary: "Applies a sliding window counter.", Run: engineThrottle(famSWC)},
+	{Name: "tb.throttle", Arity: -5, Flags: Write | DenyOOM | Fast, FirstKey: 1, LastKey: 1, Step: 1, Access: KeyRead | KeyWrite, Categories: CatWrite | CatRatelimit | CatFast, Group: "throttle", Summary: "Applies a token bucket.", Run: engineThrottle(famTB)},
+	{Name: "lb.throttle", Arity: -5, Flags: Write | DenyOOM | Fast, FirstKey: 1, LastKey: 1, Step: 1, Access: KeyRead | KeyWrite, Categories: CatWrite | CatRatelimit | CatFast, Group: "throttle", Summary: "Applies a leaky bucket (as a queue).", Run: engineThrottle(famLB)},
+	{Name: "throttle.policy", Arity: -4, Flags: Write | DenyOOM | NoScript, Locks: (*Server).policyLocks, Access: KeyUnchecked, Secrets: policySecrets, Categories: CatWrite | CatRatelimit | CatSlow, Group: "throttle", Summary: "Decides a request by the rate-limit policies held in the store.", Run: throttlePolicy},
+	{Name: "policy", Arity: -2, Flags: Write | NoScript | AllKeys, Categories: CatSlow, Group: "server", Summary: "A container for rate-limit policy commands.",
+		Subcommands: []Sub{
+			{Name: "del", Categories: CatAdmin | CatWrite | CatSlow | CatDangerous},
+			{Name: "get", Categories: CatRead | CatSlow},
+			{Name: "help", Categories: CatSlow},
+			{Name: "list", Categories: CatRead | CatSlow},
+			{Name: "load", Categories: CatAdmin | CatWrite | CatSlow | CatDangerous},
+			{Name: "reload", Categories: CatAdmin | CatWrite | CatSlow | CatDangerous},
+			{Name: "set", Categories: CatAdmin | CatWrite | CatSlow | CatDangerous},
+		}, Prepare: policyPrepare, Run: policyCmd},
+	{Name: "throttle.all", Arity: -5, Flags: Write | DenyOOM, KeysFn: throttleAllKeys, Access: KeyRead | KeyWrite, Categories: CatWrite | CatRatelimit | CatSlow, Group: "throttle", Summary: "Checks several rate limits and consumes from all of them only if all allow.", Run: throttleAll},
 
 	// scripting
 	{Name: "eval", Arity: -3, Flags: Write | NoScript | Script, KeysFn: evalKeys, Access: KeyRead | KeyWrite, Categories: CatSlow | CatScripting, Group: "scripting", Summary: "Executes a server-side Lua script.", Run: eval},
@@ -296,23 +332,23 @@ var specs = []*Spec{
 	// Raft replication (replication/raft answers it)
 	{Name: "raft", Arity: -2, Flags: NoScript | NoQueue, Categories: CatSlow, Group: "cluster", Summary: "A container for Raft replication commands.",
 		Subcommands: []Sub{
-			{Name: "announce", Categories: CatAdmin | CatSlow | CatDangerous},
-			{Name: "forward", Categories: CatAdmin | CatSlow | CatDangerous},
-			{Name: "help", Categories: CatSlow},
-			{Name: "join", Categories: CatAdmin | CatSlow | CatDangerous},
-			{Name: "leader", Categories: CatSlow},
-			{Name: "members", Categories: CatSlow},
-			{Name: "remove", Categories: CatAdmin | CatSlow | CatDangerous},
-			{Name: "snapshot", Categories: CatAdmin | CatSlow | CatDangerous},
-			{Name: "transfer", Categories: CatAdmin | CatSlow | CatDangerous},
+			{Name: "announce", Categories: CatAdmin | CatSlow | CatDangerous, Summary: "Records a member's RESP address (between members)."},
+			{Name: "forward", Categories: CatAdmin | CatSlow | CatDangerous, Summary: "Proposes a command to the leader (between members)."},
+			{Name: "help", Categories: CatSlow, Summary: "Shows helpful text about the different subcommands."},
+			{Name: "join", Categories: CatAdmin | CatSlow | CatDangerous, Summary: "Adds a voter to the Raft group."},
+			{Name: "leader", Categories: CatSlow, Summary: "Returns the leader's id and RESP address."},
+			{Name: "members", Categories: CatSlow, Summary: "Returns this node's view of the members."},
+			{Name: "remove", Categories: CatAdmin | CatSlow | CatDangerous, Summary: "Removes a member from the Raft group."},
+			{Name: "snapshot", Categories: CatAdmin | CatSlow | CatDangerous, Summary: "Has the leader write a snapshot."},
+			{Name: "transfer", Categories: CatAdmin | CatSlow | CatDangerous, Summary: "Hands leadership to another voter."},
 		}, Run: raftCmd},
 
 	// Active-active replication (replication/crdt answers it)
 	{Name: "crdt", Arity: -2, Flags: NoScript | NoQueue, Categories: CatSlow, Group: "cluster", Summary: "A container for active-active (CRDT) replication commands.",
 		Subcommands: []Sub{
-			{Name: "help", Categories: CatSlow},
-			{Name: "peer", Categories: CatAdmin | CatSlow | CatDangerous},
-			{Name: "peers", Categories: CatSlow},
+			{Name: "help", Categories: CatSlow, Summary: "Shows helpful text about the different subcommands."},
+			{Name: "peer", Categories: CatAdmin | CatSlow | CatDangerous, Summary: "Adds or removes a peer of the mesh."},
+			{Name: "peers", Categories: CatSlow, Summary: "Returns the mesh's peers."},
 		}, Run: crdtCmd},
 
 	// cluster and sentinel: answered as Redis does with cluster support off.

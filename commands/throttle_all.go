@@ -65,33 +65,10 @@ func throttleAll(c *Ctx) {
 		c.W.Error(errSyntax)
 		return
 	}
-	limited := false
-	for i := range limits {
-		l := &limits[i]
-		if errText := l.load(c); errText != "" {
-			c.W.Error(errText)
-			return
-		}
-		if errText := l.check(c); errText != "" {
-			c.W.Error(errText)
-			return
-		}
-		limited = limited || l.res.Limited
-	}
-	for i := range limits {
-		l := &limits[i]
-		switch {
-		case !limited && qty > 0:
-			if errText := l.commit(c); errText != "" {
-				// Only a corrupt state fails here, and check has read
-				// every state already; keep the reply well-formed anyway.
-				c.W.Error(errText)
-				return
-			}
-		case limited && !l.res.Limited:
-			l.qty = 0
-			l.check(c) // a peek cannot fail where the real check did not
-		}
+	limited, errText := decideAll(c, limits, qty, false)
+	if errText != "" {
+		c.W.Error(errText)
+		return
 	}
 	c.decide(qty, limited)
 	c.W.Array(1 + len(limits))

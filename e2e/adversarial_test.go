@@ -272,8 +272,8 @@ const idleConns = 5000
 
 // TestAdversarial_IdleConnections: 5,000 connections that said PING once
 // and then idle. The probe does not notice them; each costs the server
-// the RSS logged here, measured beside redis-server in the same run (the
-// README quotes it): once when they have just talked, once after both
+// the RSS logged here, measured beside redis-server in the same run (docs/operations.md,
+// "Client limits", quotes it): once when they have just talked, once after both
 // servers gave back the buffers of clients idle for 2 s.
 func TestAdversarial_IdleConnections(t *testing.T) {
 	raiseFiles(t, 2*idleConns+1000)

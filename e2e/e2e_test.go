@@ -121,17 +121,7 @@ func TestRestart_StateSurvives(t *testing.T) {
 	now := do(t, c, "DEBUG", "CLOCK").(int64)
 	now -= now % 1e9
 	do(t, c, "DEBUG", "CLOCK", "SET", now)
-	cmds := [][]any{
-		{"CL.THROTTLE", "gcra", 5, 10, 3600, 3},
-		{"INCRBY", "counter", 42},
-		{"SET", "ttl", "v", "EX", 1000},
-		{"SET", "plain", "text"},
-		{"FWC.THROTTLE", "fwc", 10, 3600, 2},
-		{"SWL.THROTTLE", "swl", 10, 3600, 2},
-		{"SWC.THROTTLE", "swc", 10, 3600, 2, "SUBWINDOWS", 5},
-		{"TB.THROTTLE", "tb", 10, 1, 3600, 2},
-		{"LB.THROTTLE", "lb", 10, 1, 3600, 2},
-	}
+	cmds := everyKind
 	for _, cmd := range cmds {
 		do(t, c, cmd...)
 	}

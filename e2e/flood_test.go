@@ -12,8 +12,8 @@ import (
 	"time"
 )
 
-// rssBound is what RSS may reach with --maxmemory m, as README's "Bounded
-// memory" documents it: m for the keys, a quarter of m for the garbage
+// rssBound is what RSS may reach with --maxmemory m, as docs/operations.md
+// ("Bounded memory") documents it: m for the keys, a quarter of m for the garbage
 // collector's headroom (the Go memory limit main sets), and 64 MiB for the
 // runtime, connection buffers and Pebble's memtables and block cache.
 func rssBound(m int64) int64 { return m + m/4 + 64<<20 }

@@ -777,3 +777,38 @@ func TestPebbleLogsGoToSlog(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// TestSystemDB_KeepsItsPlace: the system database's keys are saved under
+// its fixed number (store.WireSystemDB) and come back in the system
+// database of a store with another number of databases, never as a
+// client's database.
+func TestSystemDB_KeepsItsPlace(t *testing.T) {
+	dir := t.TempDir()
+	d := openT(t, dir, EverySec)
+	s16, err := store.New(store.Config{Databases: 16, Shards: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	loadInto(t, d, s16, nowMs)
+	s16.SetJournal(d)
+	tx := s16.Tx(nowMs * 1e6)
+	tx.Put(s16.SystemDB(), []byte("policy"), store.Value{Kind: store.KindString, Bytes: []byte("p")}, 0)
+	tx.Put(15, []byte("user"), store.IntValue(1), 0)
+	closeT(t, d)
+
+	s32, err := store.New(store.Config{Databases: 32, Shards: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	loadInto(t, openT(t, dir, EverySec), s32, nowMs)
+	tx = s32.Tx(nowMs * 1e6)
+	if v, ok := tx.Get(s32.SystemDB(), []byte("policy")); !ok || string(v.Bytes) != "p" {
+		t.Errorf("system key: %v, %v; want it in the system database", v, ok)
+	}
+	if tx.DBSize(16) != 0 {
+		t.Errorf("database 16 holds %d keys: the system key landed in a client's database", tx.DBSize(16))
+	}
+	if v, ok := tx.Get(15, []byte("user")); !ok || v.Int != 1 {
+		t.Errorf("user key: %v, %v", v, ok)
+	}
+}

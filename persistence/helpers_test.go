@@ -51,7 +51,7 @@ func dbKeyName(db int, key []byte) string { return fmt.Sprintf("%d/%s", db, key)
 // newStoreT returns an empty store with every database a test may use.
 func newStoreT(t testing.TB) *store.Store {
 	t.Helper()
-	s, err := store.New(store.Config{Databases: 1 << 16, Shards: 4})
+	s, err := store.New(store.Config{Databases: store.WireSystemDB, Shards: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,10 +62,10 @@ func newStoreT(t testing.TB) *store.Store {
 func dump(s *store.Store, nowMs int64) map[string]rec {
 	got := map[string]rec{}
 	tx := s.Tx(nowMs * 1e6)
-	for db := range s.Databases() {
+	for db := range s.AllDatabases() {
 		tx.ForEach(db, func(key string, v store.Value, exp int64) bool {
 			v.Bytes = append([]byte(nil), v.Bytes...)
-			got[dbKeyName(db, []byte(key))] = rec{v, exp}
+			got[dbKeyName(s.WireDB(db), []byte(key))] = rec{v, exp}
 			return true
 		})
 	}

@@ -48,7 +48,7 @@ func (d *DB) Load(s *store.Store, now int64) (int, error) {
 		d.compact.add(int64(expired.Count()))
 	}
 	keys := 0
-	for db := range s.Databases() {
+	for db := range s.AllDatabases() {
 		keys += s.Tx(now).DBSize(db)
 	}
 	d.ks = s
@@ -62,11 +62,12 @@ func (d *DB) Load(s *store.Store, now int64) (int, error) {
 // key expired at nowMs to expired.
 func (d *DB) loadSaved(s *store.Store, nowMs int64, expired *pebble.Batch) error {
 	return d.scan(dataStart, dataEnd, func(k, raw []byte) error {
-		db, key, err := decodeKey(k)
+		wire, key, err := decodeKey(k)
 		if err != nil {
 			return err
 		}
-		if err := checkDB(s, db); err != nil {
+		db, err := localDB(s, wire)
+		if err != nil {
 			return err
 		}
 		v, expireMs, err := decodeValue(raw)
@@ -99,7 +100,7 @@ func (d *DB) replayLog(s *store.Store, now int64) error {
 				if c, rec, err = nextChange(rec); err != nil {
 					return fmt.Errorf("log record %d: %w", seq, err)
 				}
-				if err := checkDB(s, c.db); err != nil {
+				if c.db, err = localDB(s, c.db); err != nil {
 					return err
 				}
 				apply(t, c)
@@ -136,11 +137,13 @@ func apply(t store.Tx, c change) {
 	}
 }
 
-func checkDB(s *store.Store, db int) error {
-	if db >= s.Databases() {
-		return fmt.Errorf("%w: it holds keys of database %d but the server has %d databases (--databases)", ErrDatabases, db, s.Databases())
+// localDB is the store's database numbered wire on disk.
+func localDB(s *store.Store, wire int) (int, error) {
+	db, ok := s.LocalDB(wire)
+	if !ok {
+		return 0, fmt.Errorf("%w: it holds keys of database %d but the server has %d databases (--databases)", ErrDatabases, wire, s.Databases())
 	}
-	return nil
+	return db, nil
 }
 
 // scan calls fn for every key in [start, end) in order; an error from fn or

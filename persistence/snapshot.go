@@ -14,10 +14,11 @@ import (
 
 // AppendSnapshot appends every live key of t's store, at t's instant, to dst
 // and returns the extended slice. t must hold every shard.
-func AppendSnapshot(dst []byte, t store.Tx, databases int) []byte {
-	for db := range databases {
+func AppendSnapshot(dst []byte, s *store.Store, t store.Tx) []byte {
+	for db := range s.AllDatabases() {
+		wire := s.WireDB(db)
 		t.ForEach(db, func(key string, v store.Value, expireMs int64) bool {
-			dst = appendSet(dst, db, []byte(key), v, expireMs)
+			dst = appendSet(dst, wire, []byte(key), v, expireMs)
 			return true
 		})
 	}
@@ -27,8 +28,8 @@ func AppendSnapshot(dst []byte, t store.Tx, databases int) []byte {
 // RestoreSnapshot replaces every key of t's store with those of snap, an
 // AppendSnapshot result. t must hold every shard. On an error the store holds
 // part of the snapshot.
-func RestoreSnapshot(t store.Tx, databases int, snap []byte) error {
-	for db := range databases {
+func RestoreSnapshot(s *store.Store, t store.Tx, snap []byte) error {
+	for db := range s.AllDatabases() {
 		t.Flush(db)
 	}
 	for len(snap) > 0 {
@@ -36,9 +37,11 @@ func RestoreSnapshot(t store.Tx, databases int, snap []byte) error {
 		if err != nil {
 			return fmt.Errorf("persistence: snapshot: %w", err)
 		}
-		if c.op != opSet || c.db >= databases {
+		db, ok := s.LocalDB(c.db)
+		if c.op != opSet || !ok {
 			return fmt.Errorf("persistence: snapshot: %w: change %q of db %d", errBadRecord, c.op, c.db)
 		}
+		c.db = db
 		if c.v.Kind != store.KindInt {
 			c.v.Bytes = bytes.Clone(c.v.Bytes)
 		}

@@ -110,8 +110,8 @@ type ConnMem struct {
 }
 
 // connOverhead is what a connection costs besides its buffers: the Conn and
-// the handler's state for it. It is an estimate for tot-mem; the README has
-// the measured figure.
+// the handler's state for it. It is an estimate for tot-mem; docs/operations.md
+// ("Client limits") has the measured figure.
 const connOverhead = 1 << 10
 
 // cronEvery is how often the server looks at its connections for the

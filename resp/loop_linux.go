@@ -86,7 +86,9 @@ type loopState struct {
 	more    bool   // stopped with requests maybe left in its reader (owner)
 	away    bool   // handed to a stuck goroutine (owner)
 	gone    bool   // closed (owner)
-	killed  bool   // CLIENT KILL asked for it; guarded by lp.mu
+	// killed: CLIENT KILL asked for it. Set with lp.mu held; the loop
+	// reads it before serving, so a killed client gets no more replies.
+	killed atomic.Bool
 	// resolved: in lp.resolved; guarded by lp.mu.
 	resolved bool
 }
@@ -188,15 +190,17 @@ func (ls *loops) add(c *Conn) error {
 	return nil
 }
 
-func (ls *loops) kill(c *Conn) {
+func (ls *loops) kill(c *Conn) bool {
 	l := c.ls.lp
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if !l.closed {
-		c.ls.killed = true
-		l.kill = append(l.kill, c)
-		l.wakeLocked()
+	if l.closed || c.ls.killed.Load() {
+		return false
 	}
+	c.ls.killed.Store(true)
+	l.kill = append(l.kill, c)
+	l.wakeLocked()
+	return true
 }
 
 func (ls *loops) trim(before int64) {
@@ -379,6 +383,8 @@ func (l *loop) run(gen uint64) {
 			c := l.conns[ev.Fd]
 			switch {
 			case c == nil:
+			case c.ls.killed.Load():
+				l.close(c) // before another command of its is served
 			case c.ls.blocked:
 				l.write(c)
 			case c.ls.stalled:
@@ -393,6 +399,10 @@ func (l *loop) run(gen uint64) {
 			c := l.again[len(l.again)-1]
 			l.again = l.again[:len(l.again)-1]
 			if c.ls.gone || c.ls.away || c.ls.blocked || c.ls.stalled {
+				continue
+			}
+			if c.ls.killed.Load() {
+				l.close(c)
 				continue
 			}
 			if l.serve(c, gen) {
@@ -599,7 +609,7 @@ func (l *loop) handOverLocked() {
 // closing.
 func (l *loop) giveBack(c *Conn) {
 	l.mu.Lock()
-	if !l.closed && !c.ls.killed {
+	if !l.closed && !c.ls.killed.Load() {
 		l.back = append(l.back, c)
 		l.wakeLocked()
 		l.mu.Unlock()

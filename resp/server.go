@@ -109,8 +109,9 @@ type poller interface {
 	assign(c *Conn)
 	// add starts serving c, whose net.Conn it takes over.
 	add(c *Conn) error
-	// kill closes c (CLIENT KILL) once its loop gets to it.
-	kill(c *Conn)
+	// kill closes c (CLIENT KILL) before its loop serves it again; false
+	// when it was killed already.
+	kill(c *Conn) bool
 	// trim gives back the empty buffers of the connections idle since
 	// before (Unix ns).
 	trim(before int64)
@@ -327,20 +328,19 @@ func (s *Server) Kill(id int64) bool {
 	found := false
 	s.ForEachConn(func(c *Conn) {
 		if c.ID == id {
-			s.killConn(c)
-			found = true
+			found = s.killConn(c)
 		}
 	})
 	return found
 }
 
-// killConn closes c from another goroutine than the one serving it.
-func (s *Server) killConn(c *Conn) {
+// killConn closes c from another goroutine than the one serving it, and
+// reports whether it was not killed already.
+func (s *Server) killConn(c *Conn) bool {
 	if c.perConn() {
-		c.abort()
-	} else {
-		s.pl.kill(c)
+		return c.abort()
 	}
+	return s.pl.kill(c)
 }
 
 func (s *Server) newConn(nc net.Conn) *Conn {
@@ -520,10 +520,13 @@ func (c *Conn) perConn() bool {
 
 // abort closes a connection served on a goroutine of its own (CLIENT KILL,
 // Close), which may be waiting for deferred replies rather than reading.
-func (c *Conn) abort() {
-	c.aborted.Store(true)
+func (c *Conn) abort() bool {
+	if c.aborted.Swap(true) {
+		return false
+	}
 	c.nc.Close()
 	c.wk.notify(c)
+	return true
 }
 
 // Conn is one client connection. Its exported fields and the methods not

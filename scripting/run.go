@@ -114,6 +114,12 @@ func (v *vm) busyRun(now, limit int64) (uint64, bool) {
 	if start == 0 || s1>>stateBits != s2>>stateBits || now-start < limit {
 		return 0, false
 	}
+	if s1&(stateKilled|stateAborted) != 0 {
+		// Stopped: it ends at its next instruction. For clients it is
+		// over, as in Redis once SCRIPT KILL has answered; a command that
+		// needs its keys waits for their locks.
+		return 0, false
+	}
 	return s1 >> stateBits, true
 }
 

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -18,59 +19,74 @@ import (
 )
 
 // Prometheus metrics (--metrics-addr): /metrics serves the node's figures
-// through prometheus/client_golang, plus its go_* and process_* collectors.
+// through prometheus/client_golang, plus its go_* and process_* collectors;
+// /healthz and /readyz, on the same listener, are in health.go.
 //
 // Nothing is counted for Prometheus on the hot path: the collector reads, at
 // scrape time, the counters the node keeps anyway (the commands' counters
 // and run-time histograms behind INFO commandstats, the store's key counts,
 // persistence's and Raft's state) and hands them over as const metrics. So
 // a node serves commands at the same speed whether or not it is scraped, or
-// has metrics on at all (README, Operations, has the figures).
+// has metrics on at all (docs/operations.md, "Metrics", has the figures).
 //
 // On a Raft group, commands that go through the log are counted where the
 // log is applied, on every member (see commands/slowlog.go): each member
 // counts the group's commands and decisions once, so graph one member's
 // figures, or the leader's, rather than a sum over members.
 
-// metricsServer serves /metrics.
+// metricsServer serves /metrics and the health probes (health.go).
 type metricsServer struct {
 	ln  net.Listener
 	srv *http.Server
+	// node is the node once Start has loaded and wired it; nil before,
+	// while /healthz already answers and /readyz says "loading".
+	node atomic.Pointer[Node]
+	// metrics is /metrics' handler, set with node.
+	metrics atomic.Pointer[http.Handler]
 }
 
-// listenMetrics opens the metrics listener; Start does it before it
-// serves anything, so that a busy address stops the start.
-func listenMetrics(addr string) (*metricsServer, error) {
+// listenMetrics opens the metrics listener and serves the health probes
+// on it; Start does it before it loads the data folder, so that a busy
+// address stops the start and a liveness probe is answered during a long
+// load.
+func listenMetrics(addr string, log *slog.Logger) (*metricsServer, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
 	}
-	return &metricsServer{ln: ln}, nil
-}
-
-// serve starts answering scrapes of n.
-func (m *metricsServer) serve(n *Node, log *slog.Logger) {
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(newCollector(n), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m := &metricsServer{ln: ln}
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{
-		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelError),
-	}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { writeText(w, http.StatusOK, "ok") })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) { serveReady(w, m.node.Load()) })
+	mux.HandleFunc("/metrics", func(w http.ResponseWriter, r *http.Request) {
+		if h := m.metrics.Load(); h != nil {
+			(*h).ServeHTTP(w, r)
+			return
+		}
+		writeText(w, http.StatusServiceUnavailable, "loading: the data folder is not loaded yet")
+	})
 	m.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		if err := m.srv.Serve(m.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("metrics: serve failed", "err", err)
 		}
 	}()
+	return m, nil
+}
+
+// serve starts answering scrapes of n, and /readyz for it.
+func (m *metricsServer) serve(n *Node, log *slog.Logger) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(newCollector(n), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	var h http.Handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelError),
+	})
+	m.metrics.Store(&h)
+	m.node.Store(n)
 }
 
 // close stops serving; a scrape under way is cut off.
-func (m *metricsServer) close() error {
-	if m.srv == nil {
-		return m.ln.Close()
-	}
-	return m.srv.Close()
-}
+func (m *metricsServer) close() error { return m.srv.Close() }
 
 // addr returns the address the metrics listener is bound to.
 func (m *metricsServer) addr() string { return m.ln.Addr().String() }
@@ -110,7 +126,9 @@ type collector struct {
 	fsync, mode, raftState                *prometheus.Desc
 	// A mesh node's: its peer count, and each peer's link and lag.
 	crdtPeers, peerConnected, peerLag *prometheus.Desc
-	bounds                            []float64 // the histogram's, in seconds
+	// Each rate-limit policy's decisions (never per principal).
+	policyDecisions *prometheus.Desc
+	bounds          []float64 // the histogram's, in seconds
 }
 
 func newCollector(n *Node) *collector {
@@ -188,6 +206,8 @@ func newCollector(n *Node) *collector {
 			[]string{"peer"}, nil),
 		peerLag: prometheus.NewDesc("throttled_crdt_peer_lag_seconds", "How far the peer's last watermark is behind this node's clock (absent before its first).",
 			[]string{"peer"}, nil),
+		policyDecisions: prometheus.NewDesc("throttled_policy_decisions_total", "THROTTLE.POLICY decisions, by policy id and result (allowed, limited, or shadow_limited: refused by a shadow policy and let through).",
+			[]string{"policy", "result"}, nil),
 		raftState: prometheus.NewDesc("throttled_raft_state", "The member's Raft state: 1 for the state it is in, 0 for the others.",
 			[]string{"state"}, nil),
 	}
@@ -208,7 +228,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		}
 	}
 	for _, d := range []*prometheus.Desc{c.commands, c.errors, c.decisions, c.duration, c.fsync, c.mode, c.raftState,
-		c.crdtPeers, c.peerConnected, c.peerLag} {
+		c.crdtPeers, c.peerConnected, c.peerLag, c.policyDecisions} {
 		ch <- d
 	}
 }
@@ -249,6 +269,11 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		c.collectPeers(ch, s.peers)
 	}
 	c.n.Commands.CommandStats(func(cs *commands.CommandStats) { c.collectCommand(ch, cs) })
+	c.n.Commands.PolicyStats(func(id string, st *commands.PolicyStats) {
+		ch <- prometheus.MustNewConstMetric(c.policyDecisions, prometheus.CounterValue, float64(st.Allowed.Load()), id, "allowed")
+		ch <- prometheus.MustNewConstMetric(c.policyDecisions, prometheus.CounterValue, float64(st.Limited.Load()), id, "limited")
+		ch <- prometheus.MustNewConstMetric(c.policyDecisions, prometheus.CounterValue, float64(st.ShadowLimited.Load()), id, "shadow_limited")
+	})
 }
 
 // collectPeers sends a mesh node's peer figures.

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 	"github.com/throttleddb/throttled/persistence"
 	"github.com/throttleddb/throttled/persistence/raftlog"
 	"github.com/throttleddb/throttled/replication/raft"
+	"github.com/throttleddb/throttled/store"
 )
 
 // RaftConfig makes a node a member of a Raft group (--replication raft).
@@ -32,6 +34,11 @@ type RaftConfig struct {
 	Peers map[string]string
 	// Join is the RESP address of a member of the cluster to join (--join).
 	Join string
+	// RestoreFrom is a BACKUP folder a new one-member group starts from
+	// (--restore-from): the member loads it, then makes it the group's
+	// first snapshot (raft.Config.Seeded); members added with --join get
+	// it from there. Refused once the member holds Raft state.
+	RestoreFrom string
 	// ApplyTimeout bounds a command's wait for the cluster
 	// (--raft-apply-timeout, default 2s).
 	ApplyTimeout time.Duration
@@ -76,6 +83,13 @@ func checkRaft(cfg *Config) error {
 	if err := rc.Validate(); err != nil {
 		return err
 	}
+	if from := cfg.Raft.RestoreFrom; from != "" {
+		// Opening a missing or empty folder would create an empty
+		// database and start the group from nothing.
+		if entries, err := os.ReadDir(from); err != nil || len(entries) == 0 {
+			return fmt.Errorf("--restore-from %q: not a BACKUP folder (missing or empty)", from)
+		}
+	}
 	// A member keeps only raft/ in its folder. Anything else is most
 	// likely a single node's keyspace, which a member would not load:
 	// refuse it rather than start empty beside it.
@@ -101,6 +115,7 @@ func raftConfig(cfg *Config, listenAddr string) raft.Config {
 		RESPAddr:     cmp.Or(r.AnnounceAddr, listenAddr),
 		Peers:        r.Peers,
 		Join:         r.Join,
+		Seeded:       r.RestoreFrom != "",
 		Password:     cfg.RequirePass,
 		ApplyTimeout: r.ApplyTimeout,
 		Tuning:       r.Tuning,
@@ -162,6 +177,23 @@ func startRaft(cfg *Config, cmds *commands.Server, listenAddr string, certs *tls
 		return nil, err
 	}
 	return &raftNode{Node: n, logs: logs}, nil
+}
+
+// loadBackup loads the BACKUP folder dir into st before a member seeds a
+// new group with it. The folder is opened as a data folder, so keys expired
+// at now are dropped from it too; st records nothing for persistence (a
+// member's store has no journal), so the folder is closed after.
+func loadBackup(dir string, st *store.Store, now int64, log *slog.Logger) error {
+	pdb, err := persistence.Open(persistence.Options{Dir: dir, Logger: log})
+	if err != nil {
+		return fmt.Errorf("--restore-from: %w", err)
+	}
+	keys, err := pdb.Load(st, now)
+	if err = errors.Join(err, pdb.Close()); err != nil {
+		return fmt.Errorf("--restore-from: %w", err)
+	}
+	log.Info("loaded the backup the new group starts from", "dir", dir, "keys", keys)
+	return nil
 }
 
 // close stops the member and closes its log.

@@ -67,6 +67,12 @@ type Config struct {
 	// RequirePass makes clients AUTH with this password: it is the default
 	// user's.
 	RequirePass string
+	// PolicySecret keys the hash a policy with a secret principal keeps in
+	// its keys; every member of a cluster or mesh needs the same one.
+	PolicySecret string
+	// PolicyFile is the YAML file of rate-limit policies: a single node and
+	// a mesh node load it at start; POLICY RELOAD reads it again.
+	PolicyFile string
 	// ACLFile is the file of ACL users, read at start (it must exist and
 	// load) and by ACL LOAD, written by ACL SAVE; empty keeps users in
 	// memory only.
@@ -83,6 +89,10 @@ type Config struct {
 	// MaxKeys and MaxMemory bound the keyspace (0: no bound); see store's
 	// eviction order.
 	MaxKeys, MaxMemory int64
+	// MaxMemoryPolicy is what a write past those bounds does: evict
+	// (store.VolatileTTL, the default, or store.AllKeysLRU) or, under
+	// store.NoEviction, be refused as Redis refuses it.
+	MaxMemoryPolicy store.EvictionPolicy
 	// Dir is the data folder (Pebble); empty runs purely in memory.
 	Dir string
 	// AppendFsync is the fsync policy for Dir: always, everysec (default)
@@ -103,7 +113,8 @@ type Config struct {
 	// LatencyMonitorThreshold is latency-monitor-threshold in ms (0: off).
 	LatencyMonitorThreshold int64
 	// MetricsAddr, when set, is the host:port where /metrics serves
-	// Prometheus metrics (see metrics.go); port 0 picks a free one.
+	// Prometheus metrics (see metrics.go), beside the /healthz and /readyz
+	// probes (health.go); port 0 picks a free one.
 	MetricsAddr string
 	// Raft makes the node a member of a Raft group; nil runs a single node.
 	Raft *RaftConfig
@@ -170,7 +181,7 @@ func Start(cfg Config) (*Node, error) {
 			return nil, refused(err)
 		}
 	}
-	st, err := store.New(store.Config{Databases: cfg.Databases, MaxKeys: cfg.MaxKeys, MaxMemory: cfg.MaxMemory})
+	st, err := store.New(store.Config{Databases: cfg.Databases, MaxKeys: cfg.MaxKeys, MaxMemory: cfg.MaxMemory, EvictionPolicy: cfg.MaxMemoryPolicy})
 	if err != nil {
 		return nil, err
 	}
@@ -180,13 +191,22 @@ func Start(cfg Config) (*Node, error) {
 		manual = clock.NewManual(cmp.Or(cfg.DebugClockStart, time.Now().UnixNano()))
 		clk = manual
 	}
+	var metrics *metricsServer
+	if cfg.MetricsAddr != "" {
+		if metrics, err = listenMetrics(cfg.MetricsAddr, cfg.Logger); err != nil {
+			return nil, fmt.Errorf("--metrics-addr: %w", err)
+		}
+	}
 	var pdb *persistence.DB
 	if cfg.Dir != "" && cfg.Raft == nil {
 		if pdb, err = load(cfg, st, clk.Now()); err != nil {
+			if metrics != nil {
+				metrics.close()
+			}
 			return nil, err
 		}
 	}
-	n := &Node{Store: st, Clock: clk, Persistence: pdb, certs: certs, done: make(chan struct{})}
+	n := &Node{Store: st, Clock: clk, Persistence: pdb, certs: certs, metrics: metrics, done: make(chan struct{})}
 	fail := func(err error) (*Node, error) {
 		n.closeListeners()
 		closePersistence(pdb)
@@ -198,16 +218,13 @@ func Start(cfg Config) (*Node, error) {
 	if n.tlsLns, err = listen(cfg.Bind, cfg.TLSPort); err != nil {
 		return fail(err)
 	}
-	if cfg.MetricsAddr != "" {
-		if n.metrics, err = listenMetrics(cfg.MetricsAddr); err != nil {
-			return fail(fmt.Errorf("--metrics-addr: %w", err))
-		}
-	}
 	cmds, err := commands.New(commands.Config{
 		Store:         st,
 		Clock:         clk,
 		Manual:        manual,
 		RequirePass:   cfg.RequirePass,
+		PolicySecret:  cfg.PolicySecret,
+		PolicyFile:    cfg.PolicyFile,
 		ProtectedMode: !cfg.NoProtectedMode,
 		Clients:       cfg.Clients,
 		Port:          listenPort(n.lns),
@@ -236,6 +253,12 @@ func Start(cfg Config) (*Node, error) {
 	n.Commands = cmds
 	sweepNow := clk.Now
 	if cfg.Raft != nil {
+		if from := cfg.Raft.RestoreFrom; from != "" {
+			if err := loadBackup(from, st, clk.Now(), cfg.Logger); err != nil {
+				n.closeListeners()
+				return nil, err
+			}
+		}
 		if n.raft, err = startRaft(&cfg, cmds, n.respAddr(cfg.TLSReplication), certs, clk); err != nil {
 			n.closeListeners()
 			return nil, err
@@ -256,6 +279,13 @@ func Start(cfg Config) (*Node, error) {
 			n.closeListeners()
 			closePersistence(pdb)
 			return nil, err
+		}
+	}
+	if cfg.PolicyFile != "" && cfg.Raft == nil {
+		// A Raft member's policies come from the log: POLICY RELOAD, sent
+		// to any member, puts its file there.
+		if _, err := cmds.LoadPolicyFile(); err != nil {
+			return fail(err)
 		}
 	}
 	n.net = resp.NewServer(resp.Config{
@@ -284,7 +314,7 @@ func Start(cfg Config) (*Node, error) {
 	// the RESP listener serves.
 	if n.metrics != nil {
 		n.metrics.serve(n, cfg.Logger)
-		cfg.Logger.Info("serving metrics", "addr", n.metrics.addr(), "path", "/metrics")
+		cfg.Logger.Info("serving metrics and health probes", "addr", n.metrics.addr(), "paths", "/metrics /healthz /readyz")
 	}
 	var serving sync.WaitGroup
 	serve := func(lns []net.Listener, tc *tls.Config) {

@@ -1,5 +1,10 @@
 package store
 
+import (
+	"errors"
+	"strings"
+)
+
 // Eviction keeps the keyspace under Config.MaxKeys and Config.MaxMemory.
 //
 // A write that takes the store over a bound evicts from its own shard at
@@ -18,6 +23,11 @@ package store
 // When a shard has nothing else to give (its only key is the one being
 // written), the background evictor (Sweep) frees space elsewhere, one shard
 // at a time.
+//
+// That order is the default EvictionPolicy, VolatileTTL. AllKeysLRU skips
+// step 2 (least recently used first, expiry or not); NoEviction evicts nothing:
+// the store goes over its bounds and OutOfMemory tells the command layer
+// to refuse the writes Redis refuses (its "OOM command not allowed").
 
 // evictSample is how many keys of a shard one eviction round looks at.
 const evictSample = 16
@@ -28,11 +38,61 @@ func (s *Store) over() bool {
 	return (mk > 0 && s.keys.Load() > mk) || (mm > 0 && s.memory.Load() > mm)
 }
 
+// EvictionPolicy is what a write that takes the store over its bounds does:
+// the Redis maxmemory-policy it follows.
+type EvictionPolicy uint32
+
+const (
+	// VolatileTTL evicts the key whose expiry is soonest, as Redis'
+	// volatile-ttl; where Redis would then refuse the write because no key
+	// has an expiry, the store evicts the least recently used key instead
+	// (a rate limiter's keys all expire; the rest are few).
+	VolatileTTL EvictionPolicy = iota
+	// AllKeysLRU evicts the least recently used key, as Redis' allkeys-lru.
+	AllKeysLRU
+	// NoEviction evicts nothing: see OutOfMemory.
+	NoEviction
+)
+
+// policyNames are the Redis names of the policies, in EvictionPolicy order.
+var policyNames = []string{"volatile-ttl", "allkeys-lru", "noeviction"}
+
+// String returns the policy's Redis name.
+func (p EvictionPolicy) String() string { return policyNames[p] }
+
+// Set sets p to the policy with the Redis name name (case-insensitive);
+// with String it makes an EvictionPolicy a flag.Value. Its error is the end of
+// Redis' CONFIG SET text for a value not in the list.
+func (p *EvictionPolicy) Set(name string) error {
+	for i, n := range policyNames {
+		if strings.EqualFold(n, name) {
+			*p = EvictionPolicy(i)
+			return nil
+		}
+	}
+	return errors.New("argument(s) must be one of the following: " + strings.Join(policyNames, ", "))
+}
+
+// SetEvictionPolicy changes the eviction policy; a store over its bounds
+// under NoEviction starts evicting at once when given another one.
+func (s *Store) SetEvictionPolicy(p EvictionPolicy) {
+	s.policy.Store(uint32(p))
+	s.wakeEvictor()
+}
+
+// EvictionPolicy returns the eviction policy in force.
+func (s *Store) EvictionPolicy() EvictionPolicy { return EvictionPolicy(s.policy.Load()) }
+
+// OutOfMemory reports whether the store is over its bounds and may not
+// evict (NoEviction): Redis' condition for refusing a command with the OOM
+// error.
+func (s *Store) OutOfMemory() bool { return s.EvictionPolicy() == NoEviction && s.over() }
+
 // evictSome evicts from sh, whose lock the caller holds, until the store is
 // under its bounds or sh has no candidate left. The key (db, keep) is never
 // chosen: it is the one being written.
 func (s *Store) evictSome(sh *shard, nowMs int64, db int, keep []byte) {
-	for s.over() {
+	for s.EvictionPolicy() != NoEviction && s.over() {
 		if !s.evictOne(sh, nowMs, db, keep) {
 			s.wakeEvictor()
 			return
@@ -47,11 +107,13 @@ type victim struct {
 	e   *entry
 }
 
-// better reports whether e is a better victim than v at nowMs.
-func (v *victim) better(e *entry, nowMs int64) bool {
+// better reports whether e is a better victim than v under policy p.
+func (v *victim) better(e *entry, p EvictionPolicy) bool {
 	switch {
 	case v.e == nil:
 		return true
+	case p == AllKeysLRU:
+		return e.atime < v.e.atime
 	case (e.expireMs != 0) != (v.e.expireMs != 0):
 		return e.expireMs != 0
 	case e.expireMs != 0:
@@ -65,8 +127,9 @@ func (v *victim) better(e *entry, nowMs int64) bool {
 // it found one. The caller holds sh's lock.
 func (s *Store) evictOne(sh *shard, nowMs int64, keepDB int, keep []byte) bool {
 	var best victim
+	p := s.EvictionPolicy()
 	seen := 0
-	for db, m := range sh.dbs {
+	for db, m := range sh.dbs[:s.dbs] { // never the system database
 		// Map iteration starts at a random place, which makes this a sample.
 		for k, e := range m {
 			if db == keepDB && k == string(keep) {
@@ -77,7 +140,7 @@ func (s *Store) evictOne(sh *shard, nowMs int64, keepDB int, keep []byte) bool {
 				s.remove(sh, db, []byte(k), e)
 				return true
 			}
-			if best.better(e, nowMs) {
+			if best.better(e, p) {
 				best = victim{db, k, e}
 			}
 			if seen++; seen == evictSample {
@@ -100,7 +163,7 @@ func (s *Store) evictOne(sh *shard, nowMs int64, keepDB int, keep []byte) bool {
 // until the store is under its bounds.
 func (s *Store) evictAll(now int64) {
 	nowMs := floorDiv(now, 1e6)
-	for s.over() {
+	for s.EvictionPolicy() != NoEviction && s.over() {
 		progress := false
 		for i := range s.shards {
 			sh := &s.shards[i]
@@ -136,7 +199,7 @@ func (s *Store) SetLimits(maxKeys, maxMemory int64) {
 // wakeEvictor asks the background evictor (Sweep) for a pass when the store
 // is over its bounds.
 func (s *Store) wakeEvictor() {
-	if !s.over() {
+	if s.EvictionPolicy() == NoEviction || !s.over() {
 		return
 	}
 	select {

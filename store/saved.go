@@ -74,7 +74,7 @@ func (s *Store) written(db int, key []byte, e *entry) {
 	switch s.mode {
 	case modeTrack:
 		e.flags |= flagDirty
-		s.journal.Set(db, key, e.value(), e.expireMs)
+		s.journal.Set(s.WireDB(db), key, e.value(), e.expireMs)
 	case modeRestore:
 		e.flags = flagSaved
 	case modeReplay:
@@ -94,7 +94,7 @@ func (s *Store) removed(sh *shard, db int, key []byte, e *entry) {
 		s.gone.Add(1)
 	}
 	if s.mode == modeTrack {
-		s.journal.Delete(db, key)
+		s.journal.Delete(s.WireDB(db), key)
 	}
 }
 
@@ -105,7 +105,7 @@ func (s *Store) flushedDB(db int) {
 	}
 	s.flushed[db] = true
 	if s.mode == modeTrack {
-		s.journal.FlushDB(db)
+		s.journal.FlushDB(s.WireDB(db))
 	}
 }
 
@@ -140,7 +140,7 @@ func (s *Store) Collect(c Collector) error {
 	sh0.mu.Lock() // FLUSHDB holds every shard
 	for db, f := range s.flushed {
 		if f {
-			c.Flushed(db)
+			c.Flushed(s.WireDB(db))
 			s.flushed[db] = false
 		}
 	}
@@ -158,7 +158,7 @@ func (s *Store) collectShard(sh *shard, c Collector) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	for _, g := range sh.gone {
-		c.Removed(g.db, g.key)
+		c.Removed(s.WireDB(g.db), g.key)
 	}
 	s.gone.Add(-int64(len(sh.gone)))
 	if cap(sh.gone) > 1024 {
@@ -176,7 +176,7 @@ func (s *Store) collectShard(sh *shard, c Collector) {
 		}
 		for k, e := range m {
 			if e.flags&flagDirty != 0 {
-				c.Changed(db, k, e.value(), e.expireMs)
+				c.Changed(s.WireDB(db), k, e.value(), e.expireMs)
 				e.flags = flagSaved
 			}
 		}

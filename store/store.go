@@ -28,6 +28,9 @@ type Config struct {
 	// MaxMemory bounds the memory keys are accounted to use, in bytes (0: no
 	// bound); see evict.go and EntryOverhead.
 	MaxMemory int64
+	// EvictionPolicy is what a write past the bounds does (default
+	// VolatileTTL).
+	EvictionPolicy EvictionPolicy
 }
 
 // DefaultConfig returns the default configuration: 16 databases, 256 shards.
@@ -42,14 +45,17 @@ func (c *Config) Validate() error {
 	if c.Shards == 0 {
 		c.Shards = d.Shards
 	}
-	if c.Databases < 1 || c.Databases > 1<<16 {
-		return errors.Join(ErrBadConfig, errors.New("databases must be between 1 and 65536"))
+	if c.Databases < 1 || c.Databases > WireSystemDB {
+		return errors.Join(ErrBadConfig, errors.New("databases must be between 1 and 65535"))
 	}
 	if c.Shards < 1 || c.Shards&(c.Shards-1) != 0 || c.Shards > 1<<16 {
 		return errors.Join(ErrBadConfig, errors.New("shards must be a power of two up to 65536"))
 	}
 	if c.MaxKeys < 0 || c.MaxMemory < 0 {
 		return errors.Join(ErrBadConfig, errors.New("maxkeys and maxmemory must not be negative"))
+	}
+	if int(c.EvictionPolicy) >= len(policyNames) {
+		return errors.Join(ErrBadConfig, errors.New("unknown eviction policy"))
 	}
 	return nil
 }
@@ -63,6 +69,7 @@ type Store struct {
 	dbs    int
 
 	maxKeys, maxMemory atomic.Int64
+	policy             atomic.Uint32 // an EvictionPolicy
 
 	keys        atomic.Int64 // keys in every database, expired ones included until removed
 	memory      atomic.Int64 // accounted bytes of every key (see EntryOverhead)
@@ -83,12 +90,17 @@ type Store struct {
 	gone atomic.Int64
 	// hold keeps merged states past their expiry (SetHold).
 	hold func(db int, key []byte, v Value) bool
+	// system hears every change of the system database (SetSystemWatch).
+	system func(key []byte, v Value, present bool)
 }
 
 // Journal receives every change to the keyspace, for persistence. Calls for
 // one key arrive in the order the changes happened: the store makes them
 // while it holds the key's shard lock. key and v.Bytes are valid only during
 // the call.
+//
+// The journal and Collect's Collector see databases as numbered outside
+// the store (WireDB): the system database as WireSystemDB.
 type Journal interface {
 	// Set records that key now holds v with expiry expireMs (Unix ms, 0 for
 	// none).
@@ -163,7 +175,7 @@ type shard struct {
 	memory []int64
 	// watchers lists the WATCHes on keys of this shard; nil when there are none,
 	// which keeps the write path to one nil check.
-	watchers map[dbKey][]*Watch
+	watchers map[dbKey][]watcher
 	// gone lists the saved keys removed since the last Collect (saved.go).
 	gone []dbKey
 }
@@ -185,19 +197,60 @@ func New(cfg Config) (*Store, error) {
 		dbs:    cfg.Databases,
 
 		evict:   make(chan struct{}, 1),
-		flushed: make([]bool, cfg.Databases),
+		flushed: make([]bool, cfg.Databases+1),
 	}
+	s.policy.Store(uint32(cfg.EvictionPolicy))
 	s.SetLimits(cfg.MaxKeys, cfg.MaxMemory)
 	for i := range s.shards {
-		s.shards[i].dbs = make([]map[string]*entry, cfg.Databases)
-		s.shards[i].expires = make([]int, cfg.Databases)
-		s.shards[i].memory = make([]int64, cfg.Databases)
+		s.shards[i].dbs = make([]map[string]*entry, cfg.Databases+1)
+		s.shards[i].expires = make([]int, cfg.Databases+1)
+		s.shards[i].memory = make([]int64, cfg.Databases+1)
 	}
 	return s, nil
 }
 
-// Databases returns the number of databases.
+// Databases returns the number of databases clients can SELECT.
 func (s *Store) Databases() int { return s.dbs }
+
+// SystemDB is the index of the system database, which follows the ones
+// clients can SELECT: the server keeps its own replicated state there (the
+// rate-limit policies). It is saved, replicated, digested and restored as
+// every database is, but no client command names it, FLUSHALL and
+// INFO keyspace leave it alone, and eviction never takes its keys.
+func (s *Store) SystemDB() int { return s.dbs }
+
+// AllDatabases is the number of databases including the system database.
+func (s *Store) AllDatabases() int { return s.dbs + 1 }
+
+// WireSystemDB is the system database's number outside the store: on disk,
+// in Raft snapshots and in mesh frames. It is fixed, above every database a
+// client can SELECT, so a node restarted with another --databases still
+// finds its system keys there.
+const WireSystemDB = 1<<16 - 1
+
+// WireDB is db's number outside the store (persistence, snapshots, frames).
+func (s *Store) WireDB(db int) int {
+	if db == s.dbs {
+		return WireSystemDB
+	}
+	return db
+}
+
+// LocalDB is the store's database numbered wire outside it, and false when
+// the store has no such database.
+func (s *Store) LocalDB(wire int) (int, bool) {
+	if wire == WireSystemDB {
+		return s.dbs, true
+	}
+	return wire, wire >= 0 && wire < s.dbs
+}
+
+// SetSystemWatch makes fn hear every change of the system database: a
+// key's new value (present) or its removal, and for a flush of the whole
+// database a nil key. fn is called with the key's shard locked (every shard
+// for a flush), and v is valid only during the call; it must not call the
+// store. Set it before the store is used.
+func (s *Store) SetSystemWatch(fn func(key []byte, v Value, present bool)) { s.system = fn }
 
 // ExpiredKeys returns how many keys have been removed because they expired.
 func (s *Store) ExpiredKeys() int64 { return s.expiredKeys.Load() }
@@ -432,14 +485,20 @@ func (s *Store) remove(sh *shard, db int, key []byte, e *entry) {
 	}
 	s.account(sh, db, -1, -cost(key, e))
 	delete(sh.dbs[db], string(key))
-	sh.touch(db, key)
+	sh.touch(db, key, true)
 	s.removed(sh, db, key, e)
+	if db == s.dbs && s.system != nil {
+		s.system(key, Value{}, false)
+	}
 }
 
 // changed tells watchers and the journal that e, key's entry, was written.
 func (s *Store) changed(sh *shard, db int, key []byte, e *entry) {
-	sh.touch(db, key)
+	sh.touch(db, key, false)
 	s.written(db, key, e)
+	if db == s.dbs && s.system != nil {
+		s.system(key, e.value(), true)
+	}
 }
 
 // account adds keys and bytes to db's counts in sh and the store's totals.
@@ -619,7 +678,7 @@ func (t Tx) Flush(db int) {
 		sh := &t.s.shards[i]
 		if sh.watchers != nil {
 			for k := range sh.dbs[db] {
-				sh.touch(db, []byte(k))
+				sh.touch(db, []byte(k), true)
 			}
 		}
 		t.s.account(sh, db, -int64(len(sh.dbs[db])), -sh.memory[db])
@@ -627,6 +686,9 @@ func (t Tx) Flush(db int) {
 		sh.expires[db] = 0
 	}
 	t.s.flushedDB(db)
+	if db == t.s.dbs && t.s.system != nil {
+		t.s.system(nil, Value{}, false)
+	}
 }
 
 // ForEach calls fn for every live key of db, with its value and expiry (Unix

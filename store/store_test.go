@@ -2,6 +2,7 @@ package store
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -545,5 +546,130 @@ func BenchmarkSampleExpire(b *testing.B) {
 		for i := range s.Shards() {
 			s.SampleExpire(i, t0, 16)
 		}
+	}
+}
+
+// TestEvict_AllKeysLRU: under allkeys-lru an expiry does not matter: the
+// least recently used key goes first.
+func TestEvict_AllKeysLRU(t *testing.T) {
+	s, err := New(Config{Shards: 1, MaxKeys: 3, EvictionPolicy: AllKeysLRU})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Tx(t0).Put(0, []byte("old"), IntValue(1), 0)
+	s.Tx(t0+5000*ms).Put(0, []byte("recent"), IntValue(1), t0/ms+60_000)
+	s.Tx(t0+6000*ms).Put(0, []byte("newest"), IntValue(1), t0/ms+100_000)
+	later := s.Tx(t0 + 10_000*ms)
+	for i, want := range []string{"old", "recent", "newest"} {
+		later.Put(0, []byte(fmt.Sprint("new", i)), IntValue(1), 0)
+		if later.Exists(0, []byte(want)) {
+			t.Fatalf("write %d: %q should have been evicted", i, want)
+		}
+	}
+}
+
+// TestEvict_NoEviction: under noeviction writes go past the bounds, nothing
+// is evicted (not even by the background evictor) and OutOfMemory says so;
+// another policy set afterwards evicts back under the bounds.
+func TestEvict_NoEviction(t *testing.T) {
+	s, err := New(Config{Shards: 4, MaxKeys: 10, EvictionPolicy: NoEviction})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10 {
+		s.Tx(t0).Put(0, []byte(fmt.Sprint(i)), IntValue(1), 0)
+	}
+	if s.OutOfMemory() {
+		t.Fatal("OutOfMemory at the bound, want only past it")
+	}
+	s.Tx(t0).Put(0, []byte("10"), IntValue(1), 0)
+	s.evictAll(t0)
+	if keys, _ := s.Usage(); keys != 11 || s.EvictedKeys() != 0 || !s.OutOfMemory() {
+		t.Fatalf("past the bound: %d keys, %d evicted, OutOfMemory %v; want 11, 0, true", keys, s.EvictedKeys(), s.OutOfMemory())
+	}
+	select {
+	case <-s.evict:
+		t.Fatal("the background evictor was woken under noeviction")
+	default:
+	}
+	s.SetEvictionPolicy(VolatileTTL)
+	if s.OutOfMemory() || s.EvictionPolicy().String() != "volatile-ttl" {
+		t.Fatalf("after SetEvictionPolicy(VolatileTTL): OutOfMemory %v, policy %s", s.OutOfMemory(), s.EvictionPolicy())
+	}
+	<-s.evict
+	s.evictAll(t0)
+	if keys, _ := s.Usage(); keys != 10 {
+		t.Fatalf("after the evictor's pass: %d keys, want 10", keys)
+	}
+}
+
+// TestEvictionPolicy_Set: the Redis names, in any case; the others are refused
+// with the names in the text.
+func TestEvictionPolicy_Set(t *testing.T) {
+	for _, name := range policyNames {
+		var p EvictionPolicy
+		if err := p.Set(strings.ToUpper(name)); err != nil || p.String() != name {
+			t.Errorf("Set(%q): %v, %v", name, p, err)
+		}
+	}
+	for _, name := range []string{"allkeys-lfu", "volatile-lru", ""} {
+		p := NoEviction
+		err := p.Set(name)
+		if err == nil || p != NoEviction || err.Error() != "argument(s) must be one of the following: volatile-ttl, allkeys-lru, noeviction" {
+			t.Errorf("Set(%q) = %v, %v", name, p, err)
+		}
+	}
+	if _, err := New(Config{EvictionPolicy: EvictionPolicy(9)}); err == nil {
+		t.Error("New accepted an unknown policy")
+	}
+}
+
+// TestEvict_NeverSystem: eviction never takes a key of the system
+// database, however full the store, and flushes of the clients' databases
+// (FLUSHALL) leave it; the watch hears its writes and removal.
+func TestEvict_NeverSystem(t *testing.T) {
+	s, err := New(Config{Shards: 1, MaxKeys: 6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var heard []string
+	s.SetSystemWatch(func(key []byte, v Value, present bool) {
+		heard = append(heard, fmt.Sprintf("%s=%s,%v", key, v.Bytes, present))
+	})
+	all := &LockSet{}
+	all.AddAll()
+	write := func(fn func(tx Tx)) {
+		s.Lock(all)
+		defer s.Unlock(all)
+		fn(s.Tx(t0))
+	}
+	write(func(tx Tx) {
+		for i := range 5 {
+			// With an expiry, which eviction would take first (a mesh
+			// keeps a deleted policy's tombstone so).
+			tx.Put(s.SystemDB(), []byte(fmt.Sprint("p", i)), Value{Kind: KindString, Bytes: []byte("x")}, t0/1e6+1e6)
+		}
+	})
+	for i := range 100 {
+		write(func(tx Tx) { tx.Put(0, []byte(fmt.Sprint(i)), IntValue(int64(i)), 0) })
+		s.evictAll(t0)
+	}
+	write(func(tx Tx) {
+		if got := tx.DBSize(s.SystemDB()); got != 5 {
+			t.Errorf("system database holds %d keys after the flood, want 5", got)
+		}
+		if keys, _ := s.Usage(); keys > 6 {
+			t.Errorf("%d keys, over MaxKeys 6", keys)
+		}
+		for db := range s.Databases() {
+			tx.Flush(db)
+		}
+		if got := tx.DBSize(s.SystemDB()); got != 5 {
+			t.Errorf("system database holds %d keys after FLUSHALL's flushes, want 5", got)
+		}
+		tx.Delete(s.SystemDB(), []byte("p0"))
+	})
+	if len(heard) != 6 || heard[0] != "p0=x,true" || heard[5] != "p0=,false" {
+		t.Errorf("the watch heard %q", heard)
 	}
 }

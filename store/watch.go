@@ -9,6 +9,16 @@ type Watch struct {
 	keys  []watched // guarded by the owning connection
 }
 
+// watcher is one WATCH of a key, in its shard's list.
+type watcher struct {
+	w *Watch
+	// expired: the key was there but expired when watched. Its lazy
+	// removal changes nothing a client saw, so it does not make the WATCH
+	// dirty (Redis 7); the flag is cleared then, and any later change of
+	// the key does.
+	expired bool
+}
+
 type watched struct {
 	db  int
 	key string
@@ -29,13 +39,19 @@ func (w *Watch) AddLocks(s *Store, l *LockSet) {
 	}
 }
 
-// touch marks the watchers of key dirty. The shard lock must be held.
-func (sh *shard) touch(db int, key []byte) {
+// touch marks the watchers of key dirty; gone says the key was removed.
+// The shard lock must be held.
+func (sh *shard) touch(db int, key []byte, gone bool) {
 	if sh.watchers == nil {
 		return
 	}
-	for _, w := range sh.watchers[dbKey{db, string(key)}] {
-		w.dirty.Store(true)
+	list := sh.watchers[dbKey{db, string(key)}]
+	for i := range list {
+		if list[i].expired && gone {
+			list[i].expired = false
+			continue
+		}
+		list[i].w.dirty.Store(true)
 	}
 }
 
@@ -44,18 +60,18 @@ func (t Tx) Watch(w *Watch, db int, key []byte) {
 	sh := t.shard(key)
 	k := dbKey{db, string(key)}
 	for _, x := range sh.watchers[k] {
-		if x == w {
+		if x.w == w {
 			return
 		}
 	}
 	if sh.watchers == nil {
-		sh.watchers = make(map[dbKey][]*Watch)
+		sh.watchers = make(map[dbKey][]watcher)
 	}
-	sh.watchers[k] = append(sh.watchers[k], w)
-	live := false
+	live, expired := false, false
 	if e := sh.dbs[db][k.key]; e != nil {
-		live = !t.expired(e)
+		live, expired = !t.expired(e), t.expired(e)
 	}
+	sh.watchers[k] = append(sh.watchers[k], watcher{w: w, expired: expired})
 	w.keys = append(w.keys, watched{db: db, key: k.key, live: live})
 }
 
@@ -68,7 +84,7 @@ func (s *Store) Unwatch(w *Watch) {
 		dk := dbKey{k.db, k.key}
 		list := sh.watchers[dk]
 		for i, x := range list {
-			if x == w {
+			if x.w == w {
 				list = append(list[:i], list[i+1:]...)
 				break
 			}

@@ -39,8 +39,8 @@ const (
 
 // redisDirectives are every redis.conf directive of Redis 7.0.15 that is
 // neither a flag (those the flags' table describes) nor include (which
-// throttled reads as Redis does), nor maxmemory-policy (a setting of its
-// own, see CONFIG). Any other name is a bad directive, as in Redis.
+// throttled reads as Redis does). Any other name is a bad directive, as in
+// Redis.
 var redisDirectives = directiveTable()
 
 func directiveTable() map[string]redisDirective {

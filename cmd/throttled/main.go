@@ -102,12 +102,15 @@ func newFlags(stderr io.Writer) (*flag.FlagSet, *settings) {
 	fs.BoolVar(&s.version, "v", false, "the same as --version")
 	fs.StringVar(&cfg.ConfigFile, "config", "", "read settings from this file (redis.conf style: one \"name value\" per line, names as the flags)")
 	fs.StringVar(&cfg.RequirePass, "requirepass", "", "require clients to AUTH with this password (the default user's)")
+	fs.StringVar(&cfg.PolicyFile, "policy-file", "", "YAML file of rate-limit policies, loaded at start (single node, mesh) and by POLICY RELOAD")
+	fs.StringVar(&cfg.PolicySecret, "policy-secret", "", "the key of the hash that replaces a secret principal (an API key) in policy keys; the same on every member")
 	fs.StringVar(&cfg.ACLFile, "aclfile", "", "file of ACL users (Redis' format), read at start and by ACL LOAD, written by ACL SAVE")
 	fs.IntVar(&cfg.Databases, "databases", 16, "number of databases (SELECT 0..n-1)")
 	fs.BoolVar(&cfg.DebugClock, "debug-clock", false, "freeze the clock at start; DEBUG CLOCK SET/ADVANCE move it (for tests)")
 	fs.Int64Var(&cfg.MaxBulkLen, "proto-max-bulk-len", 512<<20, "largest request argument in bytes")
 	fs.Int64Var(&cfg.MaxKeys, "maxkeys", 0, "most keys to hold; beyond it keys are evicted (0: no bound)")
 	fs.Var(memFlag[int64]{&cfg.MaxMemory}, "maxmemory", "most memory keys may use, in Redis units (64mb, 1gb); beyond it keys are evicted (0: no bound)")
+	fs.Var(&cfg.MaxMemoryPolicy, "maxmemory-policy", "what a write past --maxmemory or --maxkeys does: volatile-ttl (evict the key expiring soonest, then the least recently used), allkeys-lru, or noeviction (refuse writes with Redis' OOM error)")
 	fs.StringVar(&cfg.Dir, "dir", "data", "data folder (created if missing); \"\" runs in memory only")
 	fs.StringVar(&s.persistence, "persistence", "on", "on: keep state in --dir; off: in memory only")
 	cfg.AppendFsync = "everysec"
@@ -124,13 +127,14 @@ func newFlags(stderr io.Writer) (*flag.FlagSet, *settings) {
 	fs.DurationVar(&s.crdt.SyncInterval, "crdt-sync-interval", 5*time.Millisecond, "crdt: how often a node ships its changes to its peers")
 	fs.DurationVar(&s.crdt.MaxSkew, "crdt-max-skew", 100*time.Millisecond, "crdt: the largest clock difference tolerated with a peer; one further off is refused")
 	fs.StringVar(&s.raft.Join, "join", "", "raft: RESP host:port of a member of the cluster to join (instead of --peers)")
+	fs.StringVar(&s.raft.RestoreFrom, "restore-from", "", "raft: a BACKUP folder a new one-member group starts from (--peers with this node only; add members with --join); refused once the member holds Raft state")
 	fs.DurationVar(&s.raft.ApplyTimeout, "raft-apply-timeout", 2*time.Second, "raft: longest wait for the cluster before a command answers CLUSTERDOWN or TRYAGAIN")
 	fs.IntVar(&cfg.Threads, "threads", 0, "event loops serving connections and running commands, and GOMAXPROCS (0: one per CPU)")
 	fs.Int64Var(&s.slowlog.SlowerThan, "slowlog-log-slower-than", commands.DefaultSlowlog.SlowerThan, "SLOWLOG: log commands that run this many microseconds or more (0: every command, -1: none)")
 	fs.Int64Var(&s.slowlog.MaxLen, "slowlog-max-len", commands.DefaultSlowlog.MaxLen, "SLOWLOG: how many entries to keep, the oldest dropped first")
 	cfg.Slowlog = &s.slowlog
 	fs.Int64Var(&cfg.LatencyMonitorThreshold, "latency-monitor-threshold", 0, "LATENCY: sample commands that run this many milliseconds or more (0: off)")
-	fs.StringVar(&cfg.MetricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://host:port/metrics (default: off)")
+	fs.StringVar(&cfg.MetricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://host:port/metrics, and the /healthz and /readyz probes (default: off)")
 	return fs, &s
 }
 
@@ -376,7 +380,7 @@ func versionLine() string {
 // the modes that take them.
 var modeFlags = map[string]string{
 	"node-id": "raft or crdt", "cluster-addr": "raft or crdt", "peers": "raft or crdt",
-	"announce-addr": "raft", "join": "raft", "raft-apply-timeout": "raft",
+	"announce-addr": "raft", "join": "raft", "restore-from": "raft", "raft-apply-timeout": "raft",
 	"crdt-sync-interval": "crdt", "crdt-max-skew": "crdt",
 }
 

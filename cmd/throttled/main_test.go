@@ -19,6 +19,7 @@ import (
 
 	"github.com/throttleddb/throttled/commands"
 	"github.com/throttleddb/throttled/internal/proc"
+	"github.com/throttleddb/throttled/store"
 )
 
 func TestConfigFile(t *testing.T) {
@@ -59,7 +60,8 @@ func TestConfigFile(t *testing.T) {
 // TestRun_Version: --version and -v print one line in redis-server's
 // shape, with redis-server's fields in redis-server's order, and exit 0.
 func TestRun_Version(t *testing.T) {
-	line := regexp.MustCompile(`^throttled server v=0\.1\.0 redis=7\.0\.15 sha=[0-9a-f]{8}:[01] go=go[^ ]+ bits=(32|64) build=[0-9a-f]+\n$`)
+	line := regexp.MustCompile(`^throttled server v=` + regexp.QuoteMeta(commands.Version) +
+		` redis=7\.0\.15 sha=[0-9a-f]{8}:[01] go=go[^ ]+ bits=(32|64) build=[0-9a-f]+\n$`)
 	var out bytes.Buffer
 	for _, arg := range []string{"-v", "--version"} {
 		out.Reset()
@@ -358,5 +360,32 @@ func TestExampleSystemd(t *testing.T) {
 	}
 	if out, err := exec.Command(analyze, "security", "--offline=true", "--threshold=20", path).CombinedOutput(); err != nil {
 		t.Errorf("systemd-analyze security: exposure above 2.0 (%v)\n%s", err, out)
+	}
+}
+
+// TestMaxMemoryPolicy: --maxmemory-policy and the maxmemory-policy
+// directive take Redis' names; volatile-ttl (evicting, today's order) is
+// the default, and a name the store cannot follow is refused.
+func TestMaxMemoryPolicy(t *testing.T) {
+	fs, cfg := newFlags(&bytes.Buffer{})
+	if err := fs.Parse(nil); err != nil || cfg.MaxMemoryPolicy != store.VolatileTTL {
+		t.Fatalf("default: %v, %v; want volatile-ttl", cfg.MaxMemoryPolicy, err)
+	}
+	if err := fs.Parse([]string{"--maxmemory-policy", "noeviction"}); err != nil || cfg.MaxMemoryPolicy != store.NoEviction {
+		t.Fatalf("flag: %v, %v; want noeviction", cfg.MaxMemoryPolicy, err)
+	}
+	path := filepath.Join(t.TempDir(), "t.conf")
+	for conf, want := range map[string]store.EvictionPolicy{"maxmemory-policy allkeys-lru\n": store.AllKeysLRU, "maxmemory-policy noeviction\n": store.NoEviction} {
+		if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		fs, cfg := newFlags(&bytes.Buffer{})
+		if _, err := applyConfigFile(fs, path, nil); err != nil || cfg.MaxMemoryPolicy != want {
+			t.Errorf("config %q: %v, %v; want %v", conf, cfg.MaxMemoryPolicy, err, want)
+		}
+	}
+	fs, _ = newFlags(io.Discard)
+	if err := fs.Parse([]string{"--maxmemory-policy", "allkeys-lfu"}); err == nil || !strings.Contains(err.Error(), "volatile-ttl, allkeys-lru, noeviction") {
+		t.Errorf("allkeys-lfu: %v, want the list of policies", err)
 	}
 }

@@ -26,7 +26,7 @@ func (n *Node) withKey(key []byte, fn func(tx store.Tx)) {
 // that a batch's bytes do not depend on the order of the writes. A state
 // that has expired since is shipped too: the peers drop it as this node
 // did.
-func latest(entries []entry, changes []change) []entry {
+func (n *Node) latest(entries []entry, changes []change) []entry {
 	for i := range changes {
 		changes[i].order = i
 	}
@@ -40,7 +40,7 @@ func latest(entries []entry, changes []change) []entry {
 		if i+1 < len(changes) && changes[i+1].db == c.db && bytes.Equal(changes[i+1].key, c.key) {
 			continue // written again since
 		}
-		entries = append(entries, entry{db: c.db, key: c.key, expireMs: c.expireMs, state: c.state})
+		entries = append(entries, entry{db: n.store.WireDB(c.db), key: c.key, expireMs: c.expireMs, state: c.state})
 	}
 	return entries
 }
@@ -53,7 +53,7 @@ func (n *Node) readAll() []entry {
 	for i := range n.store.Shards() {
 		n.store.EachInShard(i, now, func(db int, key string, v store.Value, expireMs int64) {
 			if v.Kind == store.KindMerged {
-				entries = append(entries, entry{db: db, key: []byte(key), expireMs: expireMs, state: slices.Clone(v.Bytes)})
+				entries = append(entries, entry{db: n.store.WireDB(db), key: []byte(key), expireMs: expireMs, state: slices.Clone(v.Bytes)})
 			}
 		})
 	}
@@ -65,6 +65,7 @@ func (n *Node) readAll() []entry {
 // key's here), which the caller logs.
 func (n *Node) merge(e entry) bool {
 	ok := true
+	e.db, _ = n.store.LocalDB(e.db) // decodeBatch checked it
 	n.withKey(e.key, func(tx store.Tx) {
 		v, exists := tx.Get(e.db, e.key)
 		var local []byte

@@ -444,7 +444,7 @@ func (n *Node) cut() {
 	}
 	n.mu.Unlock()
 
-	entries := latest(n.spare.entries[:0], changes)
+	entries := n.latest(n.spare.entries[:0], changes)
 	delta := n.frames(entries, w, complete)
 	// The frames hold copies: the buffers can serve the cut after next
 	// (without the states, which the store may drop meanwhile), unless a

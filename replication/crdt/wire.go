@@ -3,6 +3,7 @@ package crdt
 import (
 	"encoding/binary"
 	"errors"
+	"github.com/throttleddb/throttled/store"
 	"math"
 )
 
@@ -53,7 +54,7 @@ type helloAck struct {
 
 // entry is one key's state as its sender holds it.
 type entry struct {
-	db       int
+	db       int // as numbered outside the store (store.WireDB)
 	key      []byte
 	expireMs int64
 	state    []byte
@@ -192,7 +193,7 @@ func decodeBatch(b []byte, dbs int) (batch, error) {
 	m.entries = make([]entry, n)
 	for i := range m.entries {
 		e := entry{db: r.u16(), key: r.bytes(), expireMs: r.i64(), state: r.bytes()}
-		if e.db >= dbs || len(e.state) == 0 {
+		if (e.db >= dbs && e.db != store.WireSystemDB) || len(e.state) == 0 {
 			return batch{}, errBadFrame
 		}
 		m.entries[i] = e

@@ -61,6 +61,14 @@ func TestRaft_MembersLeaderInfo(t *testing.T) {
 	if got := fmt.Sprint(c.Do(lead, "CONFIG", "SET", "maxkeys", "10")); !strings.Contains(got, "cannot be set on a Raft node") {
 		t.Fatalf("CONFIG SET maxkeys on a Raft node: %s", got)
 	}
+	// The policy may be set: without a bound, which a member refuses, it
+	// acts on nothing, and writes go on.
+	if got := fmt.Sprint(c.Do(lead, "CONFIG", "SET", "maxmemory-policy", "noeviction")); got != "OK" {
+		t.Fatalf("CONFIG SET maxmemory-policy on a Raft node: %s", got)
+	}
+	if got := fmt.Sprint(c.Do(lead, "SET", "k", "v")); got != "OK" {
+		t.Fatalf("SET under noeviction without a bound: %s", got)
+	}
 }
 
 // RAFT TRANSFER from a follower moves leadership; RAFT REMOVE takes a member

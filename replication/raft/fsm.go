@@ -179,3 +179,24 @@ func (s snapshot) Persist(sink hraft.SnapshotSink) error {
 }
 
 func (s snapshot) Release() {}
+
+// seed makes the keyspace f's commands server holds (a backup it loaded)
+// the first state of a new group whose configuration is conf: a snapshot at
+// index 1 of term 1, where BootstrapCluster would write conf as the first
+// entry over an empty state. Raft starts from it as from any snapshot, and
+// sends it to members that join later (its index is in no log).
+func seed(f *fsm, parts Parts, conf hraft.Configuration) error {
+	snap, err := f.Snapshot()
+	if err != nil {
+		return err
+	}
+	sink, err := parts.Snaps.Create(hraft.SnapshotVersionMax, 1, 1, conf, 1, parts.Trans)
+	if err != nil {
+		return err
+	}
+	if err := snap.Persist(sink); err != nil {
+		return err
+	}
+	// The term the snapshot belongs to, as BootstrapCluster records it.
+	return parts.Stable.SetUint64([]byte("CurrentTerm"), 1)
+}

@@ -34,6 +34,11 @@ type Config struct {
 	// Join is the RESP address of a member of an existing cluster that
 	// this node asks to be added to, when it has no Raft state yet.
 	Join string
+	// Seeded starts a new one-member group (Peers names only this member)
+	// from the keyspace the commands server already holds, a restored
+	// backup, instead of an empty one: see seed. Members added later with
+	// Join receive that state as a snapshot.
+	Seeded bool
 	// Password is what this node AUTHs with when it forwards to another
 	// (the members share their requirepass).
 	Password string
@@ -143,7 +148,16 @@ func Start(cfg Config, cmds *commands.Server, parts Parts) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !has && len(cfg.Peers) > 0 {
+	switch {
+	case has && cfg.Seeded:
+		return nil, fmt.Errorf("%w: this member already holds Raft state: a backup can only start a new group", ErrConfig)
+	case cfg.Seeded:
+		addr := hraft.ServerAddress(cfg.Peers[cfg.ID])
+		conf := hraft.Configuration{Servers: []hraft.Server{{ID: hraft.ServerID(cfg.ID), Address: addr}}}
+		if err := seed(n.fsm, parts, conf); err != nil {
+			return nil, fmt.Errorf("raft: seeding from the backup: %w", err)
+		}
+	case !has && len(cfg.Peers) > 0:
 		var servers []hraft.Server
 		for id, addr := range cfg.Peers {
 			servers = append(servers, hraft.Server{ID: hraft.ServerID(id), Address: hraft.ServerAddress(addr)})
@@ -194,6 +208,10 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: --peers must list this node's own id %q", ErrConfig, c.ID)
 	case len(c.Peers) > 0 && c.Peers[c.ID] != c.ClusterAddr:
 		return fmt.Errorf("%w: --peers gives %s=%s but --cluster-addr is %s", ErrConfig, c.ID, c.Peers[c.ID], c.ClusterAddr)
+	case c.Seeded && len(c.Peers) != 1:
+		// Members bootstrapped empty beside it would hold the same first
+		// entry's index and term as its seed, and never receive the seed.
+		return fmt.Errorf("%w: a group restored from a backup starts with one member: give --peers with this node only, and add the others with --join", ErrConfig)
 	}
 	return nil
 }

@@ -81,7 +81,7 @@ const sections = [
     eq('INFO redis_version', /^redis_version:7\.0\.15\r$/m.test(String(await r.info('server'))), true);
     eq('TIME', await r.time(), [String(CLOCK_START_S), '0']);
     // RESP3 maps come back as objects without a prototype.
-    eq('CONFIG GET', { ...await r.configGet('maxmemory*') }, { maxmemory: '0', 'maxmemory-policy': 'noeviction' });
+    eq('CONFIG GET', { ...await r.configGet('maxmemory*') }, { maxmemory: '0', 'maxmemory-policy': 'volatile-ttl' });
     eq('DBSIZE', await r.dbSize(), 0);
     eq('handshake errors', r.errors.map((e) => e.message), []);
 
