@@ -637,3 +637,17 @@ func TestRun_ExampleSystemdConf(t *testing.T) {
 		t.Errorf("the Raft lines with maxmemory 1gb: exit %d, %s", status, stderr)
 	}
 }
+
+// TestRedisDirectivesDocumented: every directive of redisDirectives has
+// its place in docs/configuration.md's tables.
+func TestRedisDirectivesDocumented(t *testing.T) {
+	page, err := os.ReadFile("../../docs/configuration.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name := range redisDirectives {
+		if !bytes.Contains(page, []byte("`"+name+"`")) && !bytes.Contains(page, []byte("`"+name+" ")) {
+			t.Errorf("docs/configuration.md does not name %s", name)
+		}
+	}
+}
