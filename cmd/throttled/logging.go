@@ -81,7 +81,7 @@ func (l logFile) Write(p []byte) (int, error) {
 
 // writePIDFile writes this process' id to path, as redis-server does with
 // pidfile; a failure is only logged, as there. The returned function
-// removes the file at shutdown.
+// removes the file at exit.
 func writePIDFile(path string, log *slog.Logger) (remove func()) {
 	if path == "" {
 		return func() {}

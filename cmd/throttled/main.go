@@ -118,7 +118,7 @@ func newFlags(stderr io.Writer) (*flag.FlagSet, *settings) {
 	s.logLevel = logLevelFlag{"info", slog.LevelInfo}
 	fs.Var(&s.logLevel, "loglevel", "log level: debug, info, warn or error; Redis' verbose (debug), notice (info), warning (warn) and nothing (no log) too")
 	fs.StringVar(&s.logFile, "logfile", "", "append the log to this file, opened for each line as redis-server does (\"\": standard error)")
-	fs.StringVar(&s.pidFile, "pidfile", "", "write the process id to this file once serving, and remove it at shutdown (\"\": none)")
+	fs.StringVar(&s.pidFile, "pidfile", "", "write the process id to this file before listening, and remove it at exit (\"\": none)")
 	fs.StringVar(&s.replication, "replication", "none", "none: a single node; raft: a member of a Raft group (needs --dir); crdt: a node of an active-active mesh")
 	fs.StringVar(&s.raft.NodeID, "node-id", "", "raft, crdt: this node's id, unique in the cluster")
 	fs.StringVar(&s.raft.ClusterAddr, "cluster-addr", "", "raft, crdt: host:port to listen on for the cluster's traffic (raft: and to advertise)")
@@ -318,13 +318,17 @@ func run(args []string, stdout, stderr io.Writer) (err error) {
 	}
 
 	checking = false
+	// Both before the port opens: a client that got an answer finds the
+	// PID file, and a signal sent then stops the server cleanly (one that
+	// comes while the data folder loads, once it has loaded) rather than
+	// killing it unsynced.
+	defer writePIDFile(s.pidFile, cfg.Logger)()
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	n, err := server.Start(cfg)
 	if err != nil {
 		return err
 	}
-	defer writePIDFile(s.pidFile, cfg.Logger)()
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	select {
 	case got := <-sig:
 		cfg.Logger.Info("shutting down", "signal", got.String())
