@@ -148,9 +148,7 @@ func (s *Server) infoSection(b []byte, sec string) []byte {
 		line("client_query_buffer_limit_disconnections", ns.QueryLimit)
 		line("client_output_buffer_limit_disconnections", ns.OutputLimit)
 	case "replication":
-		line("role", "master")
-		line("connected_slaves", 0)
-		line("master_repl_offset", 0)
+		b = s.appendReplication(b)
 		if s.cluster != nil {
 			b = s.cluster.AppendInfo(b)
 		}

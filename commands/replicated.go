@@ -87,12 +87,15 @@ type Cluster interface {
 	// Propose hands cmd to the log. done is called exactly once, from any
 	// goroutine, with the complete reply in cmd.Proto's encoding: the
 	// apply's, or an error when the outcome is known not to have applied
-	// (CLUSTERDOWN) or unknown (TRYAGAIN). Propose owns cmd and must not
+	// (CLUSTERDOWN) or unknown (UNKNOWN). Propose owns cmd and must not
 	// block on the network.
 	Propose(cmd *Command, done func(reply []byte))
 	// Command runs a RAFT subcommand (args[0] is "RAFT") and calls done
 	// once, from any goroutine, with its reply in proto's encoding.
 	Command(args [][]byte, proto int, done func(reply []byte))
+	// Role is this node's place in the group, for ROLE and INFO
+	// replication.
+	Role() Role
 	// AppendInfo appends INFO replication's lines to b.
 	AppendInfo(b []byte) []byte
 	// AppliedInstant is the instant of the last entry applied: the node

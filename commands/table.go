@@ -217,6 +217,7 @@ var specs = []*Spec{
 	{Name: "dbsize", Arity: 1, Flags: ReadOnly | Fast | AllKeys, Categories: CatKeyspace | CatRead | CatFast, Group: "server", Summary: "Returns the number of keys in the database.", Run: dbsize},
 	{Name: "flushdb", Arity: -1, Flags: Write | AllKeys, Categories: CatKeyspace | CatWrite | CatSlow | CatDangerous, Group: "server", Summary: "Removes all keys from the current database.", Run: flushdb},
 	{Name: "flushall", Arity: -1, Flags: Write | AllKeys, Categories: CatKeyspace | CatWrite | CatSlow | CatDangerous, Group: "server", Summary: "Removes all keys from all databases.", Run: flushall},
+	{Name: "role", Arity: 1, Flags: NoScript | Fast, Categories: CatAdmin | CatFast | CatDangerous, Group: "server", Summary: "Returns the replication role.", Run: role},
 	{Name: "time", Arity: 1, Flags: Fast, Categories: CatFast, Group: "server", Summary: "Returns the server time.", Run: timeCmd},
 	{Name: "backup", Arity: 2, Flags: NoScript | Admin | AllKeys, Categories: CatAdmin | CatSlow | CatDangerous, Group: "server",
 		Summary: "Writes a consistent copy of the keyspace as a new data folder at an absolute path.", Run: backup},

@@ -108,17 +108,22 @@ func TestLinks_Resolve(t *testing.T) {
 	}
 }
 
-// markdownPages lists the pages whose links are checked, relative to root.
+// markdownPages lists the pages whose links are checked, relative to root:
+// the README, the changelog, docs/, bench/README.md, the compat notes and
+// every Markdown file under examples/.
 func markdownPages(t *testing.T) []string {
 	t.Helper()
-	pages := []string{"README.md", filepath.Join("bench", "README.md")}
-	docs, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
-	if err != nil {
-		t.Fatal(err)
+	pages := []string{"README.md", "CHANGELOG.md", filepath.Join("bench", "README.md")}
+	for _, folder := range []string{"docs", "compat"} {
+		found, err := filepath.Glob(filepath.Join(root, folder, "*.md"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range found {
+			pages = append(pages, filepath.Join(folder, filepath.Base(p)))
+		}
 	}
-	for _, p := range docs {
-		pages = append(pages, filepath.Join("docs", filepath.Base(p)))
-	}
+	var err error
 	err = filepath.WalkDir(filepath.Join(root, "examples"), func(path string, d os.DirEntry, err error) error {
 		if err != nil {
 			return err

@@ -115,7 +115,7 @@ func TestRaft_LeaderKilledUnderLoad(t *testing.T) {
 					tallies[k].unknown.Add(1)
 					return
 				default:
-					// TRYAGAIN, or the connection died with the node.
+					// UNKNOWN, or the connection died with the node.
 					tallies[k].unknown.Add(1)
 				}
 			}

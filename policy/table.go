@@ -313,57 +313,55 @@ func (t *Table) endpointGroup(r Request) *group {
 // invalid path, has the endpoint Unknown, so its first two steps are
 // UNKNOWN's own. No candidate: no policy limits the request.
 func (t *Table) Resolve(r Request) (endpoint string, cands []Candidate) {
-	g := t.endpointGroup(r)
-	if g == nil {
-		g = t.fallback[Unknown]
-	}
-	endpoint = Unknown
-	if g != nil {
-		endpoint = g.endpoint
-	}
-	add := func(p *Policy, step int) {
-		if p == nil {
-			return
+	endpoint, steps := t.steps(r)
+	for _, st := range steps {
+		p := st.g.pick(st.tenant, r.Method)
+		if p == nil || st.tenant == "" && st.forTenant {
+			continue
 		}
-		for _, c := range cands {
-			if c.Policy == p {
-				return
-			}
+		if !slices.ContainsFunc(cands, func(c Candidate) bool { return c.Policy == p }) {
+			cands = append(cands, Candidate{p, st.n})
 		}
-		cands = append(cands, Candidate{p, step})
 	}
-	if r.Tenant != "" {
-		add(g.pick(r.Tenant, r.Method), StepEndpointTenant)
-	}
-	add(g.pick("", r.Method), StepEndpointAny)
-	def := t.fallback[Default]
-	if r.Tenant != "" {
-		add(def.pick(r.Tenant, r.Method), StepDefaultTenant)
-	}
-	add(def.pick("", r.Method), StepDefaultAny)
-	add(t.fallback[Unknown].pick("", r.Method), StepUnknownAny)
 	return endpoint, cands
 }
 
 // Decide is the policy that decides the request: Resolve's first
 // candidate, or nil. It walks the same steps without listing them.
 func (t *Table) Decide(r Request) (endpoint string, p *Policy) {
-	g := t.endpointGroup(r)
-	if g == nil {
-		g = t.fallback[Unknown]
-	}
-	endpoint = Unknown
-	if g != nil {
-		endpoint = g.endpoint
-	}
-	def := t.fallback[Default]
-	for _, step := range [...]struct {
-		g      *group
-		tenant string
-	}{{g, r.Tenant}, {g, ""}, {def, r.Tenant}, {def, ""}, {t.fallback[Unknown], ""}} {
-		if p := step.g.pick(step.tenant, r.Method); p != nil {
+	endpoint, steps := t.steps(r)
+	for _, st := range steps {
+		if p := st.g.pick(st.tenant, r.Method); p != nil {
 			return endpoint, p
 		}
 	}
 	return endpoint, nil
+}
+
+// step is one step of the precedence: the group and tenant it looks in.
+type step struct {
+	g         *group
+	tenant    string
+	n         int  // Step...
+	forTenant bool // a tenant's step: none when the request has no tenant
+}
+
+// steps are the request's endpoint and its steps of precedence, in order.
+func (t *Table) steps(r Request) (string, [5]step) {
+	g := t.endpointGroup(r)
+	if g == nil {
+		g = t.fallback[Unknown]
+	}
+	endpoint := Unknown
+	if g != nil {
+		endpoint = g.endpoint
+	}
+	def := t.fallback[Default]
+	return endpoint, [5]step{
+		{g, r.Tenant, StepEndpointTenant, true},
+		{g, "", StepEndpointAny, false},
+		{def, r.Tenant, StepDefaultTenant, true},
+		{def, "", StepDefaultAny, false},
+		{t.fallback[Unknown], "", StepUnknownAny, false},
+	}
 }

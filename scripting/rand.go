@@ -48,7 +48,33 @@ func (v *vm) mathRandom(L *lua.LState) int {
 	return 1
 }
 
+// mathRandomSeed is Lua 5.1's math.randomseed: its seed goes through
+// luaL_checkint, which takes a number or a string that converts to one
+// ("42", " 0x10 ") and truncates it to an int.
 func (v *vm) mathRandomSeed(L *lua.LState) int {
-	v.x.rand.seed(int32(L.CheckInt(1)))
+	var seed float64
+	switch a := L.Get(1).(type) {
+	case lua.LNumber:
+		seed = float64(a)
+	case lua.LString:
+		f, ok := str2number(string(a))
+		if !ok {
+			argTypeError(L, 1, "randomseed", "number")
+		}
+		seed = f
+	default:
+		argTypeError(L, 1, "randomseed", "number")
+	}
+	v.x.rand.seed(int32(int64(seed)))
 	return 0
+}
+
+// argTypeError raises Lua 5.1's luaL_typerror text, which names the
+// function in quotes and an absent argument "no value".
+func argTypeError(L *lua.LState, n int, fn, want string) {
+	got := "no value"
+	if n <= L.GetTop() {
+		got = L.Get(n).Type().String()
+	}
+	L.RaiseError("bad argument #%d to '%s' (%s expected, got %s)", n, fn, want, got)
 }

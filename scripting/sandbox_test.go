@@ -60,16 +60,26 @@ func TestSandbox_ReadOnly(t *testing.T) {
 		"getfenv(tostring).x = 1",
 		"loadstring('x = 1')()",
 		"local f = load(function() return nil end) getfenv(f).x = 1",
+		"getmetatable(_G).__index = {}",
+		"rawset(getmetatable(_G), '__newindex', nil)",
+		"getmetatable('').__index = {}",
+		"getmetatable('').__index.rep = nil",
 	} {
 		got := eval(t, newEngine(t), newFakeDB(), 2, src, nil, nil)
 		if !strings.Contains(got, ro) {
 			t.Errorf("%s: got %q, want the readonly error", src, got)
 		}
 	}
-	// The metatables are hidden.
-	for _, expr := range []string{"getmetatable(_G)", "getmetatable(string)", "getmetatable('')"} {
-		if got := eval(t, newEngine(t), newFakeDB(), 2, "return "+expr, nil, nil); got != "$-1\r\n" {
-			t.Errorf("%s: got %q, want false ($-1)", expr, got)
+	// The libraries' metatables are hidden; _G's and the strings' are
+	// read-only tables, as in Redis.
+	for expr, want := range map[string]string{
+		"getmetatable(string)":               "$-1\r\n",
+		"type(getmetatable(_G))":             "$5\r\ntable\r\n",
+		"type(getmetatable(''))":             "$5\r\ntable\r\n",
+		"getmetatable('').__index == string": ":1\r\n",
+	} {
+		if got := eval(t, newEngine(t), newFakeDB(), 2, "return "+expr, nil, nil); got != want {
+			t.Errorf("%s: got %q, want %q", expr, got, want)
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -176,6 +177,19 @@ func (v *vm) openLibs() {
 	smt.RawSetString("__metatable", lua.LFalse)
 	L.SetMetatable(lua.LString(""), smt)
 
+	set(str, "dump", stringDump)
+	loadstring := base.RawGetString("loadstring").(*lua.LFunction).GFunction
+	set(base, "loadstring", func(L *lua.LState) int {
+		if s, ok := L.Get(1).(lua.LString); ok && strings.HasPrefix(string(s), binaryChunk[:1]) {
+			// Redis 7 builds Lua without binary chunk loading, so its parser
+			// reads the ESC as text and fails on it.
+			L.Push(lua.LNil)
+			L.Push(lua.LString(chunkID(string(s)) + ":1: unexpected symbol near 'char(27)'"))
+			return 2
+		}
+		return loadstring(L)
+	})
+
 	math := base.RawGetString(lua.MathLibName).(*lua.LTable)
 	set(math, "random", v.mathRandom)
 	set(math, "randomseed", v.mathRandomSeed)
@@ -205,6 +219,14 @@ func (v *vm) openLibs() {
 	bmt.RawSetString("__newindex", L.NewFunction(readonlyTable))
 	base.Metatable = bmt
 	v.globals = v.proxy(base)
+	// Redis' _G and strings have metatables a script may read but not
+	// change: getmetatable gives read-only views (Attempt to modify a
+	// readonly table), not false. The strings' shows the string library's
+	// view, so the table behind stays out of reach.
+	v.globals.Metatable.(*lua.LTable).RawSetString("__metatable", v.proxy(bmt))
+	shown := L.NewTable()
+	shown.RawSetString("__index", base.RawGetString(lua.StringLibName))
+	smt.RawSetString("__metatable", v.proxy(shown))
 	base.RawSetString("_G", v.globals)
 	// getfenv and loadstring hand out G.Global and Env: make both the view.
 	L.G.Global = v.globals
@@ -228,8 +250,10 @@ func (v *vm) proxy(t *lua.LTable) *lua.LTable {
 	return p
 }
 
+const readonlyText = "Attempt to modify a readonly table"
+
 func readonlyTable(L *lua.LState) int {
-	L.RaiseError("Attempt to modify a readonly table")
+	L.RaiseError(readonlyText)
 	return 0
 }
 
@@ -274,7 +298,8 @@ func luaError(L *lua.LState) int {
 // views and notes changes to KEYS and ARGV.
 func (v *vm) checkWrite(L *lua.LState, t *lua.LTable) {
 	if v.proxies[t] != nil {
-		readonlyTable(L)
+		// Raised by Lua's C API in Redis, so with no position.
+		L.Error(lua.LString(readonlyText), 0)
 	}
 	if t == v.keys || t == v.argv {
 		v.argsDirty = true
@@ -607,3 +632,37 @@ func (c *runCtx) reset(seq uint64) {
 }
 
 var _ context.Context = (*runCtx)(nil)
+
+// binaryChunk is the header of a Lua 5.1 binary chunk on a 64-bit
+// little-endian machine, as Redis' string.dump starts its result.
+const binaryChunk = "\x1bLuaQ\x00\x01\x04\x08\x04\x08\x00"
+
+// stringDump stands for string.dump: gopher-lua has no Lua 5.1 bytecode,
+// so a Lua function dumps to the header alone. No binary chunk loads in
+// Redis 7 either (see loadstring), so the header is all a script can use.
+func stringDump(L *lua.LState) int {
+	if fn, ok := L.Get(1).(*lua.LFunction); !ok || fn.IsG {
+		L.RaiseError("unable to dump given function")
+	}
+	L.Push(lua.LString(binaryChunk))
+	return 1
+}
+
+// chunkID is Lua's luaO_chunkid for a chunk loaded from a string: its
+// first line (C's string ends at a NUL), cut at 63 bytes as Redis 7.0.15's
+// Lua does, with "..." when more follows.
+func chunkID(src string) string {
+	src = cString(src)
+	n := strings.IndexAny(src, "\n\r")
+	if n < 0 {
+		n = len(src)
+	}
+	const max = 63
+	if n > max {
+		n = max
+	}
+	if n < len(src) {
+		return `[string "` + src[:n] + `..."]`
+	}
+	return `[string "` + src + `"]`
+}

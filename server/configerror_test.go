@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/throttleddb/throttled/server"
@@ -33,8 +34,20 @@ func TestStart_ConfigError(t *testing.T) {
 	}
 	defer ln.Close()
 	port := ln.Addr().(*net.TCPAddr).Port
-	_, err = server.Start(server.Config{Port: port, Dir: filepath.Join(dir, "single")})
+	// A wildcard bind is refused once the port it takes is known: the
+	// port is this free one, closed for the moment.
+	free, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	freePort := free.Addr().(*net.TCPAddr).Port
+	free.Close()
 	var ce *server.ConfigError
+	wildcard := server.Config{Bind: "0.0.0.0", Port: freePort, Dir: filepath.Join(dir, "wildcard"), Raft: raft}
+	if _, err := server.Start(wildcard); !errors.As(err, &ce) || !strings.Contains(err.Error(), "wildcard") {
+		t.Errorf("raft on a wildcard bind: %v, want a ConfigError", err)
+	}
+	_, err = server.Start(server.Config{Port: port, Dir: filepath.Join(dir, "single")})
 	if err == nil || errors.As(err, &ce) {
 		t.Fatalf("port in use: %v, want an error that is not a ConfigError", err)
 	}

@@ -3,6 +3,7 @@ package server
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/throttleddb/throttled/clock"
 	"github.com/throttleddb/throttled/commands"
+	"github.com/throttleddb/throttled/internal/hostport"
 	"github.com/throttleddb/throttled/persistence"
 	"github.com/throttleddb/throttled/replication/crdt"
 	"github.com/throttleddb/throttled/store"
@@ -74,6 +76,15 @@ func checkCRDT(cfg *Config) error {
 	c := crdtConfig(cfg)
 	if err := c.Validate(); err != nil {
 		return err
+	}
+	if cfg.CRDT.Transport == nil {
+		// Over TCP a peer whose address can never be dialled would be
+		// reported unreachable forever: refuse it now.
+		for _, id := range slices.Sorted(maps.Keys(cfg.CRDT.Peers)) {
+			if err := hostport.Check(cfg.CRDT.Peers[id]); err != nil && id != cfg.CRDT.NodeID {
+				return fmt.Errorf("--peers %s: %w", id, err)
+			}
+		}
 	}
 	if cfg.Dir != "" {
 		return checkMeshFolder(cfg.Dir)

@@ -13,6 +13,7 @@ import (
 	hraft "github.com/hashicorp/raft"
 
 	"github.com/throttleddb/throttled/commands"
+	"github.com/throttleddb/throttled/internal/hostport"
 	"github.com/throttleddb/throttled/internal/tlsconf"
 	"github.com/throttleddb/throttled/persistence"
 	"github.com/throttleddb/throttled/persistence/raftlog"
@@ -79,6 +80,11 @@ func checkRaft(cfg *Config) error {
 		// layout: replicas would evict different keys and diverge.
 		return errors.New("--maxkeys and --maxmemory cannot be used with --replication raft")
 	}
+	if a := cfg.Raft.AnnounceAddr; a != "" {
+		if err := checkAnnounce(a, "--announce-addr"); err != nil {
+			return err
+		}
+	}
 	rc := raftConfig(cfg, "")
 	if err := rc.Validate(); err != nil {
 		return err
@@ -101,6 +107,27 @@ func checkRaft(cfg *Config) error {
 	}
 	if err != nil && !os.IsNotExist(err) {
 		return fmt.Errorf("--dir %q: %w", cfg.Dir, err)
+	}
+	if len(entries) == 0 && len(cfg.Raft.Peers) == 0 && cfg.Raft.Join == "" && cfg.Raft.Parts == nil {
+		// Refused before anything is created; raft.Start refuses the
+		// same for a raft/ folder that holds no state.
+		return raft.ErrNoCluster
+	}
+	return nil
+}
+
+// checkAnnounce refuses a RESP address other members and clients cannot
+// dial: not host:port, a port outside 1-65535, or a wildcard host. A
+// wildcard (0.0.0.0, ::) listens on every interface but names none: a
+// follower given 0.0.0.0:port by RAFT LEADER would dial itself. No one
+// address can be derived from it (the machine may have several), so the
+// operator names it with --announce-addr.
+func checkAnnounce(addr, what string) error {
+	if err := hostport.Check(addr); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if hostport.Wildcard(addr) {
+		return fmt.Errorf("%s: %s is a wildcard address, which other members and clients cannot dial: give --announce-addr host:port, the address they reach this member at", what, addr)
 	}
 	return nil
 }
@@ -128,6 +155,11 @@ func raftConfig(cfg *Config, listenAddr string) raft.Config {
 // tls-replication (certs not nil) the Raft traffic and the forwarding to the
 // leader use mutual TLS with certs.
 func startRaft(cfg *Config, cmds *commands.Server, listenAddr string, certs *tlsconf.Certs, clk interface{ Now() int64 }) (*raftNode, error) {
+	if cfg.Raft.AnnounceAddr == "" {
+		if err := checkAnnounce(listenAddr, "--bind "+cfg.Bind); err != nil {
+			return nil, refused(err)
+		}
+	}
 	rc := raftConfig(cfg, listenAddr)
 	rc.Clock = clk
 	if cfg.TLSReplication {

@@ -91,7 +91,7 @@ func membersOf(t *testing.T, m *tlsMember) map[string][]any {
 	return out
 }
 
-// settle runs op until it answers anything but CLUSTERDOWN or TRYAGAIN,
+// settle runs op until it answers anything but CLUSTERDOWN or UNKNOWN,
 // which a busy machine can cause for a moment by costing the cluster its
 // leader; op must be safe to send again (SET, GET). Another error fails t.
 func settle(t *testing.T, what string, op func() error) {
@@ -99,7 +99,7 @@ func settle(t *testing.T, what string, op func() error) {
 	var err error
 	testwait.For(t, 20*time.Second, what, func() bool {
 		err = op()
-		return err == nil || !strings.HasPrefix(err.Error(), "CLUSTERDOWN") && !strings.HasPrefix(err.Error(), "TRYAGAIN")
+		return err == nil || !strings.HasPrefix(err.Error(), "CLUSTERDOWN") && !strings.HasPrefix(err.Error(), "UNKNOWN")
 	})
 	if err != nil {
 		t.Fatalf("%s: %v", what, err)
@@ -153,7 +153,7 @@ func TestRaftTLS_Cluster(t *testing.T) {
 		}
 	}
 	// SET, which may be sent again: a busy machine can cost the cluster
-	// its leader for a moment (CLUSTERDOWN, TRYAGAIN).
+	// its leader for a moment (CLUSTERDOWN, UNKNOWN).
 	settle(t, "SET through a follower", func() error { return follower.client.Set(ctx, "s", "through a follower", 0).Err() })
 	// Reads go through the log: every member answers what was written.
 	for _, m := range ms {

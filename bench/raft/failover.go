@@ -162,7 +162,7 @@ func (p *poller) work(ctx context.Context, w int) {
 		sent := time.Now()
 		v, err := conns[a].Do(throttleCmd[0], "failover", throttleCmd[2], throttleCmd[3], throttleCmd[4])
 		if err != nil {
-			// CLUSTERDOWN or TRYAGAIN keep the connection; anything else
+			// CLUSTERDOWN or UNKNOWN keep the connection; anything else
 			// may have broken it.
 			if _, reply := err.(respconn.Error); !reply {
 				conns[a].Close()

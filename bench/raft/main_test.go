@@ -47,10 +47,10 @@ func TestLoadReportSample(t *testing.T) {
 
 func TestRefusal(t *testing.T) {
 	for out, want := range map[string]string{
-		"Error from server: TRYAGAIN The cluster did not confirm the command in time": "TRYAGAIN",
-		"x\nError from server: CLUSTERDOWN no leader":                                 "CLUSTERDOWN",
-		"Error from server: ERR unknown command":                                      "",
-		"exit status 1":                                                               "",
+		"Error from server: UNKNOWN The cluster did not confirm the command": "UNKNOWN",
+		"x\nError from server: CLUSTERDOWN no leader":                        "CLUSTERDOWN",
+		"Error from server: ERR unknown command":                             "",
+		"exit status 1":                                                      "",
 	} {
 		if got := refusal(out); got != want {
 			t.Errorf("refusal(%q) = %q, want %q", out, got, want)
@@ -60,7 +60,7 @@ func TestRefusal(t *testing.T) {
 
 func TestWriteThroughput(t *testing.T) {
 	res := &results{pipelines: []int{1, 16}, runs: 2, seconds: 5, clients: []int{17, 17, 16}, rest: 90 * time.Millisecond,
-		refusals: []string{"TRYAGAIN"}, terms: [2]uint64{2, 4},
+		refusals: []string{"UNKNOWN"}, terms: [2]uint64{2, 4},
 		samples: map[mkey][]sample{
 			{1, singleSetup}:  {{rps: 40000, p50: 0.5, p99: 2}, {rps: 50000, p50: 0.7, p99: 3}},
 			{1, leaderSetup}:  {{rps: 8000, p50: 5, p99: 20}, {rps: 12000, p50: 6, p99: 30}},
@@ -81,7 +81,7 @@ func TestWriteThroughput(t *testing.T) {
 		"| cluster, clients on the leader / single node | 0.22 | 0.16 ✓ | 0.20 0.24 | 0.12 0.20 | ≥ 0.15 at P=16 |",
 		"| cluster, clients spread / single node | 0.27 | **0.14 ✗** |",
 		"| cluster, clients on the leader / etcd puts | 2.20 ✓ | - | 2.00 2.40 | - | ≥ 2 at P=1 |",
-		"1 run(s) stopped at a refused command and were run again (TRYAGAIN)",
+		"1 run(s) stopped at a refused command and were run again (UNKNOWN)",
 		"twice the 90ms of CPU per second",
 		"term went from 2 to 4 during these runs: 2 election(s)",
 	} {

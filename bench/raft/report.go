@@ -96,7 +96,7 @@ func writeThroughput(w io.Writer, t setupText, res *results) {
 			res.terms[0], res.terms[1], res.terms[1]-res.terms[0])
 	}
 	if n := len(res.refusals); n > 0 {
-		fmt.Fprintf(w, "\n%d run(s) stopped at a refused command and were run again (%s): TRYAGAIN is a command the cluster "+
+		fmt.Fprintf(w, "\n%d run(s) stopped at a refused command and were run again (%s): UNKNOWN is a command the cluster "+
 			"did not confirm within `--raft-apply-timeout` (2 s), CLUSTERDOWN one that found no leader.\n", n, strings.Join(res.refusals, ", "))
 	}
 	if res.leaderMoves > 0 {

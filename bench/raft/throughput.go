@@ -142,7 +142,7 @@ func (r *runner) throughput(ctx context.Context) (*results, error) {
 const maxRefusals = 4
 
 // retry runs f, and runs it again, up to maxRefusals times, when the
-// cluster answered a command with TRYAGAIN (not confirmed within
+// cluster answered a command with UNKNOWN (not confirmed within
 // --raft-apply-timeout, 2 s) or CLUSTERDOWN (no leader), which stops
 // redis-benchmark. On a busy shared machine a commit can stall that long;
 // each such run is counted in the report.
@@ -167,7 +167,7 @@ func (r *runner) retry(ctx context.Context, res *results, f func() error) error 
 // refusal finds the cluster's refusal in redis-benchmark's output: the
 // error's first word, "" when there is none.
 func refusal(out string) string {
-	for _, code := range []string{"TRYAGAIN", "CLUSTERDOWN"} {
+	for _, code := range []string{"UNKNOWN", "CLUSTERDOWN"} {
 		if strings.Contains(out, "Error from server: "+code) {
 			return code
 		}

@@ -17,7 +17,6 @@ import (
 	"hash/fnv"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"os/signal"
 	"runtime"
@@ -29,6 +28,7 @@ import (
 	"time"
 
 	"github.com/throttleddb/throttled/commands"
+	"github.com/throttleddb/throttled/internal/hostport"
 	"github.com/throttleddb/throttled/internal/memsize"
 	"github.com/throttleddb/throttled/server"
 )
@@ -122,13 +122,13 @@ func newFlags(stderr io.Writer) (*flag.FlagSet, *settings) {
 	fs.StringVar(&s.replication, "replication", "none", "none: a single node; raft: a member of a Raft group (needs --dir); crdt: a node of an active-active mesh")
 	fs.StringVar(&s.raft.NodeID, "node-id", "", "raft, crdt: this node's id, unique in the cluster")
 	fs.StringVar(&s.raft.ClusterAddr, "cluster-addr", "", "raft, crdt: host:port to listen on for the cluster's traffic (raft: and to advertise)")
-	fs.StringVar(&s.raft.AnnounceAddr, "announce-addr", "", "raft: the RESP host:port other members and RAFT LEADER give out (default: --bind and --port)")
+	fs.StringVar(&s.raft.AnnounceAddr, "announce-addr", "", "raft: the RESP host:port other members and RAFT LEADER give out (default: the first --bind address and --port; required when that is a wildcard such as 0.0.0.0)")
 	fs.StringVar(&s.peers, "peers", "", "raft: every member of a new cluster, this one included, used once to bootstrap; crdt: the other nodes (its own id is skipped); id=host:port,... (cluster addresses)")
 	fs.DurationVar(&s.crdt.SyncInterval, "crdt-sync-interval", 5*time.Millisecond, "crdt: how often a node ships its changes to its peers")
 	fs.DurationVar(&s.crdt.MaxSkew, "crdt-max-skew", 100*time.Millisecond, "crdt: the largest clock difference tolerated with a peer; one further off is refused")
 	fs.StringVar(&s.raft.Join, "join", "", "raft: RESP host:port of a member of the cluster to join (instead of --peers)")
 	fs.StringVar(&s.raft.RestoreFrom, "restore-from", "", "raft: a BACKUP folder a new one-member group starts from (--peers with this node only; add members with --join); refused once the member holds Raft state")
-	fs.DurationVar(&s.raft.ApplyTimeout, "raft-apply-timeout", 2*time.Second, "raft: longest wait for the cluster before a command answers CLUSTERDOWN or TRYAGAIN")
+	fs.DurationVar(&s.raft.ApplyTimeout, "raft-apply-timeout", 2*time.Second, "raft: longest wait for the cluster before a command answers CLUSTERDOWN or UNKNOWN")
 	fs.IntVar(&cfg.Threads, "threads", 0, "event loops serving connections and running commands, and GOMAXPROCS (0: one per CPU)")
 	fs.Int64Var(&s.slowlog.SlowerThan, "slowlog-log-slower-than", commands.DefaultSlowlog.SlowerThan, "SLOWLOG: log commands that run this many microseconds or more (0: every command, -1: none)")
 	fs.Int64Var(&s.slowlog.MaxLen, "slowlog-max-len", commands.DefaultSlowlog.MaxLen, "SLOWLOG: how many entries to keep, the oldest dropped first")
@@ -435,7 +435,7 @@ func parsePeers(v string) (map[string]string, error) {
 		if !ok || id == "" || addr == "" {
 			return nil, fmt.Errorf("want id=host:port, got %q", item)
 		}
-		if _, _, err := net.SplitHostPort(addr); err != nil {
+		if err := hostport.Check(addr); err != nil {
 			return nil, fmt.Errorf("%s: %w", id, err)
 		}
 		if _, dup := peers[id]; dup {

@@ -227,6 +227,7 @@ func TestRun_ServesAndStopsOnSignal(t *testing.T) {
 func TestRun_BadReplicationSettings(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
 	raft := []string{"--replication", "raft", "--node-id", "n1", "--cluster-addr", "127.0.0.1:7001", "--dir", dir}
+	crdt := []string{"--replication", "crdt", "--node-id", "x", "--cluster-addr", "127.0.0.1:7001", "--dir", dir}
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -236,8 +237,12 @@ func TestRun_BadReplicationSettings(t *testing.T) {
 		{append(raft, "--peers", "n2=127.0.0.1:7002,n3=127.0.0.1:7003"), `own id "n1"`},
 		{append(raft, "--peers", "n1=127.0.0.1:7009"), "--cluster-addr is 127.0.0.1:7001"},
 		{append(raft, "--peers", "n1=127.0.0.1:7001", "--join", "127.0.0.1:6379"), "--join and --peers"},
-		{append(raft, "--peers", "n1=nohost"), "missing port"},
+		{append(raft, "--peers", "n1=nohost"), `n1: "nohost": want host:port`},
+		{append(raft, "--peers", "n1=127.0.0.1:7001,n2=127.0.0.1:99999"), "n2: \"127.0.0.1:99999\": the port must be a number from 1 to 65535"},
+		{append(crdt, "--peers", "y=127.0.0.1:notaport"), "--peers: y: \"127.0.0.1:notaport\": the port must be a number from 1 to 65535"},
+		{append(crdt, "--peers", "y=127.0.0.1:7002,y=127.0.0.1:7003"), `id "y" is given twice`},
 		{append(raft, "--persistence", "off"), "needs a data folder"},
+		{raft, "neither --peers (to start a new cluster) nor --join (to join one)"},
 		{append(raft, "--maxkeys", "10"), "cannot be used with --replication raft"},
 		{append(raft, "--raft-apply-timeout", "0s"), "must be positive"},
 		{[]string{"--replication", "raft", "--cluster-addr", "127.0.0.1:7001", "--dir", dir}, "--node-id is required"},

@@ -238,14 +238,17 @@ func TestPeers(t *testing.T) {
 
 // TestConfig: bad settings are refused with a clear error.
 func TestConfig(t *testing.T) {
-	for _, cfg := range []crdt.Config{
-		{},
-		{ID: "a", SyncInterval: -time.Millisecond},
-		{ID: "a", MaxSkew: -1},
-		{ID: "a", Peers: map[string]string{"b": ""}},
+	for _, tc := range []struct {
+		cfg  crdt.Config
+		want string
+	}{
+		{crdt.Config{}, "--node-id is required"},
+		{crdt.Config{ID: "a", SyncInterval: -time.Millisecond}, "--crdt-sync-interval"},
+		{crdt.Config{ID: "a", MaxSkew: -1}, "--crdt-max-skew"},
+		{crdt.Config{ID: "a", Peers: map[string]string{"b": ""}}, "needs an id and an address"},
 	} {
-		if err := cfg.Validate(); err == nil {
-			t.Errorf("%+v: no error", cfg)
+		if err := tc.cfg.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: %v, want %q", tc.cfg, err, tc.want)
 		}
 	}
 }
@@ -515,5 +518,26 @@ func TestAloneExact(t *testing.T) {
 		if got, err := m.Client.Get(t.Context(), "k").Int64(); err != nil || got != tat {
 			t.Fatalf("call %d: TAT %d (%v), a single node's %d", i, got, err, tat)
 		}
+	}
+}
+
+// TestRoleAndInfo: a mesh node takes writes and has peers, not replicas: to
+// Redis-aware tools it is a master with no replicas (ROLE, INFO
+// replication), and throttled_mode and the crdt_* lines say it is a mesh.
+func TestRoleAndInfo(t *testing.T) {
+	c := crdttest.New(t, 2, seed(t), fast)
+	c.Connected()
+	a := c.Nodes[0]
+	if got := fmt.Sprint(c.Do(a, "ROLE")); got != "[master 0 []]" {
+		t.Errorf("ROLE = %s, want [master 0 []]", got)
+	}
+	info := fmt.Sprint(c.Do(a, "INFO", "replication"))
+	for _, want := range []string{"\r\nrole:master\r\n", "\r\nconnected_slaves:0\r\n", "\r\nthrottled_mode:mesh\r\n", "\r\ncrdt_peers:1\r\n"} {
+		if !strings.Contains(info, want) {
+			t.Errorf("INFO replication lacks %q:\n%s", want, info)
+		}
+	}
+	if strings.Contains(info, "slave0:") {
+		t.Errorf("INFO replication lists a replica:\n%s", info)
 	}
 }

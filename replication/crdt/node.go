@@ -95,14 +95,14 @@ func (c *Config) Validate() error {
 // checkPeer refuses an empty id or address, and an id whose hash (its
 // origin's node part) is another's: they would write the same slots.
 func checkPeer(id, addr string, seen map[mstate.Origin]string) error {
-	switch o := mstate.NewOrigin(id, 0); {
+	o := mstate.NewOrigin(id, 0)
+	switch {
 	case id == "" || addr == "":
 		return fmt.Errorf("%w: a peer needs an id and an address", ErrConfig)
 	case seen[o] != "":
 		return fmt.Errorf("%w: node ids %q and %q hash alike; rename one", ErrConfig, seen[o], id)
-	default:
-		seen[o] = id
 	}
+	seen[o] = id
 	return nil
 }
 

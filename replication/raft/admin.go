@@ -73,15 +73,19 @@ func (n *Node) Command(args [][]byte, proto int, done func([]byte)) {
 		})
 		return
 	case "LEADER":
-		addr, id := n.r.LeaderWithID()
+		// Clients dial what LEADER names, so it is the leader's RESP
+		// address, never its cluster address: until the leader's
+		// announce entry has applied here, no leader is named.
+		_, id := n.r.LeaderWithID()
+		addr := n.respAddrOf(string(id))
 		reply(func(w *resp.Writer) {
-			if id == "" {
+			if id == "" || addr == "" {
 				w.NullArray()
 				return
 			}
 			w.Array(2)
 			w.BulkString(string(id))
-			w.BulkString(n.respAddrOf(string(id), string(addr)))
+			w.BulkString(addr)
 		})
 		return
 	case "FORWARD":
@@ -249,16 +253,13 @@ func (n *Node) servers() []hraft.Server {
 	return f.Configuration().Servers
 }
 
-// respAddrOf returns a member's RESP address, or its cluster address when it
-// has not announced one yet.
-func (n *Node) respAddrOf(id, clusterAddr string) string {
+// respAddrOf returns a member's RESP address, "" when it has not announced
+// one yet.
+func (n *Node) respAddrOf(id string) string {
 	if id == n.cfg.ID {
 		return n.cfg.RESPAddr
 	}
-	if a := n.fsm.addr(id); a != "" {
-		return a
-	}
-	return clusterAddr
+	return n.fsm.addr(id)
 }
 
 // member is one line of RAFT MEMBERS and INFO replication.
@@ -274,7 +275,7 @@ func (n *Node) members() []member {
 	_, leader := n.r.LeaderWithID()
 	var list []member
 	for _, s := range n.servers() {
-		m := member{id: string(s.ID), clusterAddr: string(s.Address), respAddr: n.respAddrOf(string(s.ID), "")}
+		m := member{id: string(s.ID), clusterAddr: string(s.Address), respAddr: n.respAddrOf(string(s.ID))}
 		switch {
 		case s.ID == leader:
 			m.role = "leader"
@@ -411,5 +412,65 @@ func (n *Node) probe() {
 			return
 		case <-t.C:
 		}
+	}
+}
+
+// Role implements commands.Cluster: the leader is a master whose replicas
+// are the other members, a follower (or candidate) a replica of the
+// leader. hashicorp/raft tells the leader neither how far each follower
+// has applied nor when it last answered, only when heartbeats to it fail
+// and resume: a follower it reaches is online with the commit index (what
+// the leader sends it within a heartbeat) and lag 0; one it fails to reach
+// is offline, offset 0, lag the seconds since its last contact.
+func (n *Node) Role() commands.Role {
+	r := commands.Role{Offset: n.fsm.index.Load(), LastIO: -1}
+	if n.r.State() == hraft.Leader {
+		r.Primary = true
+		commit := n.r.CommitIndex()
+		for _, m := range n.members() {
+			if m.id == n.cfg.ID {
+				continue
+			}
+			host, port := splitRESP(m.respAddr)
+			rep := commands.Replica{Host: host, Port: port, Online: true, Offset: commit}
+			if last, failing := n.failing.Load(m.id); failing {
+				rep.Online, rep.Offset = false, 0
+				rep.Lag = int64(time.Since(last.(time.Time)) / time.Second)
+			}
+			r.Replicas = append(r.Replicas, rep)
+		}
+		return r
+	}
+	if _, id := n.r.LeaderWithID(); id != "" {
+		r.MasterHost, r.MasterPort = splitRESP(n.respAddrOf(string(id)))
+	}
+	if last := n.r.LastContact(); !last.IsZero() {
+		r.LastIO = int64(time.Since(last) / time.Second)
+		r.LinkUp = r.MasterHost != "" && time.Since(last) < 2*n.cfg.Tuning.Heartbeat
+	}
+	return r
+}
+
+// splitRESP splits a RESP address into host and port ("" and 0 when it is
+// not known yet).
+func splitRESP(addr string) (string, int) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0
+	}
+	p, _ := strconv.Atoi(port)
+	return host, p
+}
+
+// noteHeartbeat records, from the leader's heartbeat observations, which
+// followers it fails to reach; a new leadership starts with none.
+func (n *Node) noteHeartbeat(data any) {
+	switch o := data.(type) {
+	case hraft.FailedHeartbeatObservation:
+		n.failing.Store(string(o.PeerID), o.LastContact)
+	case hraft.ResumedHeartbeatObservation:
+		n.failing.Delete(string(o.PeerID))
+	case hraft.LeaderObservation:
+		n.failing.Clear()
 	}
 }

@@ -126,3 +126,28 @@ func TestRaft_ForwardRefusesWhatNoMemberSends(t *testing.T) {
 	}
 	c.Converged()
 }
+
+// RAFT LEADER names the leader's RESP address, which clients dial, from the
+// first moment any member names a leader: never its cluster address, which
+// a member knows before the leader's RESP address has reached it.
+func TestRaft_LeaderIsRESPAddress(t *testing.T) {
+	c := rafttest.New(t, 3, server.Config{})
+	resp := map[string]string{}
+	for _, m := range c.Members {
+		resp[m.ID] = m.Node.Addr()
+	}
+	named := map[string]bool{}
+	testwait.For(t, 10*time.Second, "every member naming the leader", func() bool {
+		for _, m := range c.Members {
+			v, ok := c.Do(m, "RAFT", "LEADER").([]any)
+			if !ok {
+				continue
+			}
+			if v[1] != resp[v[0].(string)] {
+				t.Fatalf("RAFT LEADER on %s: %v, want %s's RESP address %s", m.ID, v, v[0], resp[v[0].(string)])
+			}
+			named[m.ID] = true
+		}
+		return len(named) == len(c.Members)
+	})
+}

@@ -129,8 +129,8 @@ func (b *batcher) propose(queue []proposal) []proposal {
 }
 
 // await answers an entry's proposals once Raft has applied it (their
-// replies), failed it (CLUSTERDOWN when it was never appended, TRYAGAIN when
-// it may still commit) or let the first proposal's deadline pass (TRYAGAIN).
+// replies), failed it (CLUSTERDOWN when it was never appended, UNKNOWN when
+// it may still commit) or let the first proposal's deadline pass (UNKNOWN).
 func (b *batcher) await(f hraft.ApplyFuture, batch []proposal) {
 	defer func() { <-b.slots }()
 	res := make(chan error, 1)
@@ -149,10 +149,10 @@ func (b *batcher) await(f hraft.ApplyFuture, batch []proposal) {
 		case f.Index() == 0:
 			fail(batch, replyDown)
 		default:
-			fail(batch, replyTryAgain)
+			fail(batch, replyUnknown)
 		}
 	case <-timer.C:
-		fail(batch, replyTryAgain)
+		fail(batch, replyUnknown)
 	}
 }
 

@@ -26,7 +26,7 @@
 // its own clients'. A command is proposed or forwarded once and never
 // retried between members, so it applies at most once: when its fate is
 // unknown (a broken link, a leader that stepped down, the apply timeout)
-// the client gets TRYAGAIN; when it certainly never reached the log,
+// the client gets UNKNOWN; when it certainly never reached the log,
 // CLUSTERDOWN. Members learn each other's RESP addresses through the log
 // (announce entries), since Raft's configuration holds only their cluster
 // addresses.

@@ -23,7 +23,7 @@ import (
 //
 // A command is forwarded once and never retried: if the link breaks after it
 // was written, nobody knows whether the leader applied it, and the client
-// gets TRYAGAIN; a command that could not be written gets CLUSTERDOWN. So a
+// gets UNKNOWN; a command that could not be written gets CLUSTERDOWN. So a
 // command applies at most once, whatever happens between the nodes.
 
 // dialTimeout bounds connecting to another member.
@@ -77,7 +77,7 @@ func (f *forwarder) send(addr string, r request) {
 	l.add(r)
 }
 
-// close stops every link; what they hold gets CLUSTERDOWN or TRYAGAIN.
+// close stops every link; what they hold gets CLUSTERDOWN or UNKNOWN.
 func (f *forwarder) close() {
 	f.mu.Lock()
 	f.closed = true
@@ -173,7 +173,7 @@ func (l *link) run() {
 			conn.Close()
 			<-dead
 			conn = nil
-			failRequests(l.takeInflight(), replyTryAgain)
+			failRequests(l.takeInflight(), replyUnknown)
 		}
 	}
 }
@@ -210,7 +210,7 @@ func (l *link) dial() (net.Conn, error) {
 }
 
 // read hands the replies that arrive on conn to the requests in flight, in
-// order. When conn fails it closes it, answers TRYAGAIN to every request in
+// order. When conn fails it closes it, answers UNKNOWN to every request in
 // flight and closes dead, so the writer connects again for the next ones.
 func (l *link) read(conn net.Conn, dead chan struct{}) {
 	defer close(dead)
@@ -230,7 +230,7 @@ func (l *link) read(conn net.Conn, dead chan struct{}) {
 			// Closed first, so that the writer's next write fails
 			// and it fails what it sends meanwhile.
 			conn.Close()
-			failRequests(l.takeInflight(), replyTryAgain)
+			failRequests(l.takeInflight(), replyUnknown)
 			return
 		}
 		req := l.inflight[0]

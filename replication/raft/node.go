@@ -48,7 +48,7 @@ type Config struct {
 	// tlsconf.Certs.MemberClient). nil: plain TCP.
 	TLS *tls.Config
 	// ApplyTimeout bounds a command's wait for the cluster (default 2s):
-	// after it the client gets CLUSTERDOWN or TRYAGAIN.
+	// after it the client gets CLUSTERDOWN or UNKNOWN.
 	ApplyTimeout time.Duration
 	// Tuning is Raft's timeouts and log retention (see DefaultTuning).
 	Tuning Tuning
@@ -86,6 +86,10 @@ type Parts struct {
 // ErrConfig is returned by Start for unusable settings.
 var ErrConfig = errors.New("raft: invalid configuration")
 
+// ErrNoCluster is returned by Start for a member with no Raft state that
+// is given neither peers to bootstrap with nor a member to join.
+var ErrNoCluster = errors.New("raft: this member has no stored state and neither --peers (to start a new cluster) nor --join (to join one): give one of them")
+
 // Node is one member of a Raft group serving a commands.Server. It
 // implements commands.Cluster. Safe for concurrent use.
 type Node struct {
@@ -105,6 +109,9 @@ type Node struct {
 	// the cluster.
 	announcing atomic.Bool
 	reach      reachability
+	// failing are the followers this leader's heartbeats fail to reach,
+	// with their last contact (ROLE, INFO replication's slaveN lines).
+	failing sync.Map // id -> time.Time
 
 	mu sync.Mutex // guards waiting
 	// waiting are proposals that arrived when no leader was known.
@@ -149,6 +156,9 @@ func Start(cfg Config, cmds *commands.Server, parts Parts) (*Node, error) {
 		return nil, err
 	}
 	switch {
+	case !has && len(cfg.Peers) == 0 && cfg.Join == "":
+		// It would wait forever for a cluster that nobody told it of.
+		return nil, ErrNoCluster
 	case has && cfg.Seeded:
 		return nil, fmt.Errorf("%w: this member already holds Raft state: a backup can only start a new group", ErrConfig)
 	case cfg.Seeded:
@@ -178,7 +188,7 @@ func Start(cfg Config, cmds *commands.Server, parts Parts) (*Node, error) {
 	events := make(chan hraft.Observation, 16)
 	n.obs = hraft.NewObserver(events, false, func(o *hraft.Observation) bool {
 		switch o.Data.(type) {
-		case hraft.LeaderObservation, hraft.RaftState:
+		case hraft.LeaderObservation, hraft.RaftState, hraft.FailedHeartbeatObservation, hraft.ResumedHeartbeatObservation:
 			return true
 		}
 		return false
@@ -217,7 +227,7 @@ func (c *Config) Validate() error {
 }
 
 // Close leaves the cluster's traffic (it stays a member) and stops Raft.
-// Commands still waiting get CLUSTERDOWN or TRYAGAIN.
+// Commands still waiting get CLUSTERDOWN or UNKNOWN.
 func (n *Node) Close() error {
 	close(n.stop)
 	n.r.DeregisterObserver(n.obs)
@@ -300,7 +310,8 @@ func (n *Node) watchLeader(events <-chan hraft.Observation) {
 		select {
 		case <-n.stop:
 			return
-		case <-events:
+		case o := <-events:
+			n.noteHeartbeat(o.Data)
 		case <-tick.C:
 		}
 		leading := n.r.State() == hraft.Leader
@@ -338,9 +349,16 @@ func (n *Node) retryWaiting() {
 }
 
 // Replies for a command that met no working cluster. CLUSTERDOWN: it was
-// never proposed, so it did not and will not apply. TRYAGAIN: it was
-// proposed and its outcome is unknown (it may still apply).
+// never proposed, so it did not and will not apply, and resending it is
+// safe. UNKNOWN: it was proposed and its outcome is unknown (it may have
+// applied, or still apply). Clients resend some errors by themselves:
+// go-redis (shouldRetry) CLUSTERDOWN, TRYAGAIN, LOADING, READONLY,
+// MASTERDOWN and NOREPLICAS; ioredis in cluster mode and redis-py's cluster
+// client CLUSTERDOWN and TRYAGAIN, besides MOVED and ASK. None knows
+// UNKNOWN, so none resends a command that may already have applied: a
+// TRYAGAIN here made go-redis apply INCRs twice across a leader change
+// (e2e TestRaft_DefaultClientRetryAppliesOnce).
 var (
-	replyDown     = []byte("-CLUSTERDOWN The cluster is down: no leader or no quorum; the command was not applied\r\n")
-	replyTryAgain = []byte("-TRYAGAIN The cluster did not confirm the command in time; it may still apply\r\n")
+	replyDown    = []byte("-CLUSTERDOWN The cluster is down: no leader or no quorum; the command was not applied\r\n")
+	replyUnknown = []byte("-UNKNOWN The cluster did not confirm the command; it may have been applied, so resend it only if applying it twice is harmless\r\n")
 )

@@ -299,7 +299,7 @@ func mustDo(t *testing.T, cl *redis.Client, args ...any) {
 // reply renders a command's reply, or its error, as text. A command that
 // met no leader (CLUSTERDOWN: it was not applied) is sent again, for up to
 // 10 seconds: a loaded machine can make a member miss heartbeats and call an
-// election. TRYAGAIN (the outcome is unknown) is a reply like any other.
+// election. UNKNOWN (the outcome is unknown) is a reply like any other.
 func reply(cl *redis.Client, args ...any) string {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
