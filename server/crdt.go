@@ -54,35 +54,42 @@ var meshFiles = []string{incarnationFile, incarnationFile + ".tmp"}
 // store writes there, so a start that fails later (its port in use) leaves
 // a folder that the next start accepts.
 func prepareCRDT(cfg *Config) (incarnation uint64, err error) {
+	if err := checkCRDT(cfg); err != nil {
+		return 0, refused(err)
+	}
+	return nextIncarnation(cfg.Dir)
+}
+
+// checkCRDT refuses settings a mesh node cannot run with, and a data
+// folder that is not a mesh node's.
+func checkCRDT(cfg *Config) error {
 	switch {
 	case cfg.Raft != nil:
-		return 0, errors.New("--replication is either raft or crdt")
+		return errors.New("--replication is either raft or crdt")
 	case cfg.MaxKeys != 0 || cfg.MaxMemory != 0:
 		// An evicted key's state would come back from the other nodes,
 		// and the events only this node had would be lost.
-		return 0, errors.New("--maxkeys and --maxmemory cannot be used with --replication crdt")
+		return errors.New("--maxkeys and --maxmemory cannot be used with --replication crdt")
 	case cfg.CRDT.ClusterAddr == "" && cfg.CRDT.Transport == nil:
-		return 0, errors.New("--replication crdt needs --cluster-addr, where the other nodes reach this one")
+		return errors.New("--replication crdt needs --cluster-addr, where the other nodes reach this one")
 	}
 	c := crdtConfig(cfg)
 	if err := c.Validate(); err != nil {
-		return 0, err
+		return err
 	}
 	if cfg.CRDT.Transport == nil {
 		// Over TCP a peer whose address can never be dialled would be
 		// reported unreachable forever: refuse it now.
 		for _, id := range slices.Sorted(maps.Keys(cfg.CRDT.Peers)) {
 			if err := hostport.Check(cfg.CRDT.Peers[id]); err != nil && id != cfg.CRDT.NodeID {
-				return 0, fmt.Errorf("--peers %s: %w", id, err)
+				return fmt.Errorf("--peers %s: %w", id, err)
 			}
 		}
 	}
 	if cfg.Dir != "" {
-		if err := checkMeshFolder(cfg.Dir); err != nil {
-			return 0, err
-		}
+		return checkMeshFolder(cfg.Dir)
 	}
-	return nextIncarnation(cfg.Dir)
+	return nil
 }
 
 // checkMeshFolder refuses a folder that holds a single node's data: a mesh

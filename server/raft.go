@@ -157,7 +157,7 @@ func raftConfig(cfg *Config, listenAddr string) raft.Config {
 func startRaft(cfg *Config, cmds *commands.Server, listenAddr string, certs *tlsconf.Certs, clk interface{ Now() int64 }) (*raftNode, error) {
 	if cfg.Raft.AnnounceAddr == "" {
 		if err := checkAnnounce(listenAddr, "--bind "+cfg.Bind); err != nil {
-			return nil, err
+			return nil, refused(err)
 		}
 	}
 	rc := raftConfig(cfg, listenAddr)

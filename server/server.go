@@ -156,11 +156,11 @@ func Start(cfg Config) (*Node, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.Port == 0 && cfg.TLSPort == 0 {
-		return nil, errors.New("port and tls-port are both 0: configured to listen nowhere")
+		return nil, refused(errors.New("port and tls-port are both 0: configured to listen nowhere"))
 	}
 	certs, err := loadTLS(&cfg)
 	if err != nil {
-		return nil, err
+		return nil, refused(err)
 	}
 	var tlsCfg *tls.Config
 	if cfg.TLSPort != 0 {
@@ -168,7 +168,7 @@ func Start(cfg Config) (*Node, error) {
 	}
 	if cfg.Raft != nil {
 		if err := checkRaft(&cfg); err != nil {
-			return nil, err
+			return nil, refused(err)
 		}
 	}
 	var incarnation uint64
@@ -178,7 +178,7 @@ func Start(cfg Config) (*Node, error) {
 		}
 	} else if cfg.Dir != "" {
 		if err := checkNotCRDT(cfg.Dir); err != nil {
-			return nil, err
+			return nil, refused(err)
 		}
 	}
 	st, err := store.New(store.Config{Databases: cfg.Databases, MaxKeys: cfg.MaxKeys, MaxMemory: cfg.MaxMemory, EvictionPolicy: cfg.MaxMemoryPolicy})

@@ -11,7 +11,6 @@
 package main
 
 import (
-	"bufio"
 	"errors"
 	"flag"
 	"fmt"
@@ -22,6 +21,7 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -30,15 +30,33 @@ import (
 	"github.com/throttleddb/throttled/commands"
 	"github.com/throttleddb/throttled/internal/hostport"
 	"github.com/throttleddb/throttled/internal/memsize"
-	"github.com/throttleddb/throttled/persistence"
 	"github.com/throttleddb/throttled/server"
 )
 
 func main() {
-	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, "throttled:", err)
-		os.Exit(1)
+	err := run(os.Args[1:], os.Stdout, os.Stderr)
+	if err == nil {
+		return
 	}
+	if le := (*configLineError)(nil); errors.As(err, &le) {
+		fmt.Fprint(os.Stderr, le.redisReport())
+	} else {
+		fmt.Fprintln(os.Stderr, "throttled:", err)
+	}
+	os.Exit(exitStatus(err))
+}
+
+// exitRefused is the exit status of a start refused for its settings
+// (sysexits.h's EX_CONFIG, which systemd shows as 78/CONFIG): starting
+// again with the same settings would fail the same way, so the systemd
+// unit names it in RestartPreventExitStatus=. Any other failure exits 1.
+const exitRefused = 78
+
+func exitStatus(err error) int {
+	if ce := (*server.ConfigError)(nil); errors.As(err, &ce) || errors.Is(err, commands.ErrACLFile) {
+		return exitRefused
+	}
+	return 1
 }
 
 // settings are what the flags fill in.
@@ -46,7 +64,9 @@ type settings struct {
 	server.Config
 	version     bool
 	slowlog     commands.SlowlogConfig
-	logLevel    string
+	logLevel    logLevelFlag
+	logFile     string
+	pidFile     string
 	persistence string
 	replication string
 	raft        server.RaftConfig
@@ -93,8 +113,12 @@ func newFlags(stderr io.Writer) (*flag.FlagSet, *settings) {
 	fs.Var(&cfg.MaxMemoryPolicy, "maxmemory-policy", "what a write past --maxmemory or --maxkeys does: volatile-ttl (evict the key expiring soonest, then the least recently used), allkeys-lru, or noeviction (refuse writes with Redis' OOM error)")
 	fs.StringVar(&cfg.Dir, "dir", "data", "data folder (created if missing); \"\" runs in memory only")
 	fs.StringVar(&s.persistence, "persistence", "on", "on: keep state in --dir; off: in memory only")
-	fs.StringVar(&cfg.AppendFsync, "appendfsync", "everysec", "when changes are synced to disk: always (before each reply), everysec or no")
-	fs.StringVar(&s.logLevel, "loglevel", "info", "log level: debug, info, warn or error")
+	cfg.AppendFsync = "everysec"
+	fs.Var(choiceFlag{&cfg.AppendFsync, []string{"everysec", "always", "no"}}, "appendfsync", "when changes are synced to disk: always (before each reply), everysec or no")
+	s.logLevel = logLevelFlag{"info", slog.LevelInfo}
+	fs.Var(&s.logLevel, "loglevel", "log level: debug, info, warn or error; Redis' verbose (debug), notice (info), warning (warn) and nothing (no log) too")
+	fs.StringVar(&s.logFile, "logfile", "", "append the log to this file, opened for each line as redis-server does (\"\": standard error)")
+	fs.StringVar(&s.pidFile, "pidfile", "", "write the process id to this file before listening, and remove it at exit (\"\": none)")
 	fs.StringVar(&s.replication, "replication", "none", "none: a single node; raft: a member of a Raft group (needs --dir); crdt: a node of an active-active mesh")
 	fs.StringVar(&s.raft.NodeID, "node-id", "", "raft, crdt: this node's id, unique in the cluster")
 	fs.StringVar(&s.raft.ClusterAddr, "cluster-addr", "", "raft, crdt: host:port to listen on for the cluster's traffic (raft: and to advertise)")
@@ -153,6 +177,27 @@ func (f *secondsFlag) Set(v string) error {
 	return nil
 }
 
+// choiceFlag is a setting that takes one of a few words.
+type choiceFlag struct {
+	p       *string
+	choices []string
+}
+
+func (f choiceFlag) String() string {
+	if f.p == nil {
+		return ""
+	}
+	return *f.p
+}
+
+func (f choiceFlag) Set(v string) error {
+	if !slices.Contains(f.choices, strings.ToLower(v)) {
+		return fmt.Errorf("argument(s) must be one of the following: %s", strings.Join(f.choices, ", "))
+	}
+	*f.p = strings.ToLower(v)
+	return nil
+}
+
 // outputLimitFlag is client-output-buffer-limit: each value sets the
 // classes it names, so redis.conf's several lines (normal, replica,
 // pubsub) add up.
@@ -187,18 +232,21 @@ func (m memFlag[T]) Set(v string) error {
 	return err
 }
 
-func run(args []string, stdout, stderr io.Writer) error {
-	fs, s := newFlags(stderr)
-	// The flag package prints what it refused; the list of flags goes to
-	// stdout, and only when asked for (--help, -h), which is no error.
-	fs.Usage = func() {}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fs.SetOutput(stdout)
-			fmt.Fprintln(stdout, "Usage: throttled [--config file] [flags]\n\nFlags (also the names of the config file's directives):")
-			fs.PrintDefaults()
-			return nil
+func run(args []string, stdout, stderr io.Writer) (err error) {
+	// Every error until server.Start is in the settings (see exitStatus).
+	checking := true
+	defer func() {
+		if err != nil && checking {
+			err = &server.ConfigError{Err: err}
 		}
+	}()
+	fs, s := newFlags(stderr)
+	// A bad flag is one line (main's), and --help is printHelp's.
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+		return printHelp(fs, stdout)
+	} else if err != nil {
 		return fmt.Errorf("%w (throttled --help lists the flags)", err)
 	}
 	if s.version {
@@ -208,16 +256,13 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
+	var warnings []configWarning
 	if s.ConfigFile != "" {
 		set := map[string]bool{}
 		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-		if err := applyConfigFile(fs, s.ConfigFile, set); err != nil {
+		if warnings, err = applyConfigFile(fs, s.ConfigFile, set); err != nil {
 			return err
 		}
-	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(s.logLevel)); err != nil {
-		return fmt.Errorf("--loglevel: %w", err)
 	}
 	switch s.persistence {
 	case "on":
@@ -228,9 +273,6 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	if err := s.replicationConfig(fs); err != nil {
 		return err
-	}
-	if _, err := persistence.ParseFsync(s.AppendFsync); err != nil {
-		return fmt.Errorf("--appendfsync: want always, everysec or no, got %q", s.AppendFsync)
 	}
 	if s.MaxKeys < 0 {
 		return fmt.Errorf("--maxkeys: must be 0 or more, got %d", s.MaxKeys)
@@ -268,14 +310,25 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	cfg := s.Config
 	cfg.ReleaseIdleMemory = true
-	cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	if cfg.Logger, err = newLogger(s.logFile, s.logLevel.level, stderr); err != nil {
+		return err
+	}
+	for _, w := range warnings {
+		w.log(cfg.Logger)
+	}
 
+	checking = false
+	// Both before the port opens: a client that got an answer finds the
+	// PID file, and a signal sent then stops the server cleanly (one that
+	// comes while the data folder loads, once it has loaded) rather than
+	// killing it unsynced.
+	defer writePIDFile(s.pidFile, cfg.Logger)()
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	n, err := server.Start(cfg)
 	if err != nil {
 		return err
 	}
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	select {
 	case got := <-sig:
 		cfg.Logger.Info("shutting down", "signal", got.String())
@@ -283,6 +336,21 @@ func run(args []string, stdout, stderr io.Writer) error {
 		cfg.Logger.Info("shutting down", "reason", "SHUTDOWN")
 	}
 	return n.Close()
+}
+
+// printHelp answers --help and -h: what throttled is and every flag.
+func printHelp(fs *flag.FlagSet, stdout io.Writer) error {
+	_, err := io.WriteString(stdout, `Usage: throttled [--config file] [--flag value ...]
+
+throttled is a rate-limit datastore that speaks the Redis protocol.
+A flag given on the command line wins over the config file, which takes
+the same names in redis.conf's form (one "name value" a line).
+
+Flags:
+`)
+	fs.SetOutput(stdout)
+	fs.PrintDefaults()
+	return err
 }
 
 // versionLine is what --version prints, in the shape of redis-server's
@@ -310,47 +378,6 @@ func versionLine() string {
 	}
 	return fmt.Sprintf("throttled server v=%s redis=%s sha=%s:%s go=%s bits=%d build=%x\n",
 		commands.Version, commands.RedisVersion, sha, dirty, runtime.Version(), strconv.IntSize, build)
-}
-
-// applyConfigFile sets every flag named in the file that was not given on the
-// command line.
-func applyConfigFile(fs *flag.FlagSet, path string, onCommandLine map[string]bool) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for lineNo := 1; sc.Scan(); lineNo++ {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		name, value, _ := strings.Cut(line, " ")
-		name, value = strings.ToLower(name), strings.TrimSpace(value)
-		if uq, err := strconv.Unquote(value); err == nil {
-			value = uq
-		}
-		switch name {
-		case "config":
-			return fmt.Errorf("%s:%d: config files cannot include others", path, lineNo)
-		case "version", "v":
-			return fmt.Errorf("%s:%d: unknown setting %q", path, lineNo, name)
-		}
-		if fs.Lookup(name) == nil {
-			return fmt.Errorf("%s:%d: unknown setting %q", path, lineNo, name)
-		}
-		if onCommandLine[name] {
-			continue
-		}
-		if err := fs.Set(name, value); err != nil {
-			return fmt.Errorf("%s:%d: %s: %w", path, lineNo, name, err)
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return err
-	}
-	return nil
 }
 
 // The settings that only mean something in some replication modes, and

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -34,7 +35,7 @@ func TestConfigFile(t *testing.T) {
 	if err := fs.Parse([]string{"--config", path, "--port", "8888"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := applyConfigFile(fs, path, map[string]bool{"port": true, "config": true}); err != nil {
+	if _, err := applyConfigFile(fs, path, map[string]bool{"port": true, "config": true}); err != nil {
 		t.Fatal(err)
 	}
 	if cfg.Port != 8888 || cfg.RequirePass != "s3 cret" || cfg.Databases != 4 || cfg.MaxMemory != 64<<20 || cfg.Threads != 3 {
@@ -50,7 +51,7 @@ func TestConfigFile(t *testing.T) {
 	for _, bad := range []string{"nosuch 1\n", "port abc\n", "config other.conf\n", "maxmemory 1tb\n", "version yes\n"} {
 		write(bad)
 		fs, _ := newFlags(&bytes.Buffer{})
-		if err := applyConfigFile(fs, path, nil); err == nil {
+		if _, err := applyConfigFile(fs, path, nil); err == nil {
 			t.Errorf("config %q: no error", bad)
 		}
 	}
@@ -130,7 +131,7 @@ client-output-buffer-limit pubsub 32mb 8mb 60
 		t.Fatal(err)
 	}
 	fs, s := newFlags(&bytes.Buffer{})
-	if err := applyConfigFile(fs, path, nil); err != nil {
+	if _, err := applyConfigFile(fs, path, nil); err != nil {
 		t.Fatal(err)
 	}
 	c := s.clients
@@ -149,7 +150,7 @@ client-output-buffer-limit pubsub 32mb 8mb 60
 			t.Fatal(err)
 		}
 		fs, _ := newFlags(&bytes.Buffer{})
-		if err := applyConfigFile(fs, path, nil); err == nil {
+		if _, err := applyConfigFile(fs, path, nil); err == nil {
 			t.Errorf("config %q: no error", bad)
 		}
 	}
@@ -163,10 +164,7 @@ client-output-buffer-limit pubsub 32mb 8mb 60
 // TestRun_ServesAndStopsOnSignal builds the binary, runs it as a user would
 // (with two event loops and metrics) and stops it with SIGINT.
 func TestRun_ServesAndStopsOnSignal(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "throttled")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := throttledBinary(t)
 	port, err := proc.FreePort()
 	if err != nil {
 		t.Fatal(err)
@@ -275,7 +273,7 @@ func TestConfigFile_Replication(t *testing.T) {
 	if err := fs.Parse([]string{"--config", path}); err != nil {
 		t.Fatal(err)
 	}
-	if err := applyConfigFile(fs, path, map[string]bool{"config": true}); err != nil {
+	if _, err := applyConfigFile(fs, path, map[string]bool{"config": true}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.replicationConfig(fs); err != nil {
@@ -328,7 +326,7 @@ func TestRun_RaftRefusesSingleNodeFolder(t *testing.T) {
 func TestExampleSystemd(t *testing.T) {
 	const dir = "../../examples/systemd/"
 	fs, cfg := newFlags(&bytes.Buffer{})
-	if err := applyConfigFile(fs, dir+"throttled.conf", nil); err != nil {
+	if _, err := applyConfigFile(fs, dir+"throttled.conf", nil); err != nil {
 		t.Fatal(err)
 	}
 	if cfg.Dir != "/var/lib/throttled" || cfg.MetricsAddr != "127.0.0.1:9121" || cfg.Bind != "127.0.0.1" {
@@ -343,6 +341,7 @@ func TestExampleSystemd(t *testing.T) {
 		"StateDirectory=throttled", // /var/lib/throttled, the config's dir
 		"User=throttled",
 		"Restart=on-failure",
+		fmt.Sprintf("RestartPreventExitStatus=%d", exitRefused), // refused settings are not retried
 	} {
 		if !strings.Contains(string(unit), "\n"+line+"\n") {
 			t.Errorf("throttled.service lacks %q", line)
@@ -386,37 +385,12 @@ func TestMaxMemoryPolicy(t *testing.T) {
 			t.Fatal(err)
 		}
 		fs, cfg := newFlags(&bytes.Buffer{})
-		if err := applyConfigFile(fs, path, nil); err != nil || cfg.MaxMemoryPolicy != want {
+		if _, err := applyConfigFile(fs, path, nil); err != nil || cfg.MaxMemoryPolicy != want {
 			t.Errorf("config %q: %v, %v; want %v", conf, cfg.MaxMemoryPolicy, err, want)
 		}
 	}
 	fs, _ = newFlags(io.Discard)
 	if err := fs.Parse([]string{"--maxmemory-policy", "allkeys-lfu"}); err == nil || !strings.Contains(err.Error(), "volatile-ttl, allkeys-lru, noeviction") {
 		t.Errorf("allkeys-lfu: %v, want the list of policies", err)
-	}
-}
-
-// TestRun_Help: --help and -h print every flag to stdout and are no error
-// (the process exits 0); a flag that does not exist is one, and says where
-// the list is.
-func TestRun_Help(t *testing.T) {
-	for _, arg := range []string{"--help", "-h", "-help"} {
-		var out, errOut bytes.Buffer
-		if err := run([]string{arg}, &out, &errOut); err != nil {
-			t.Errorf("%s: %v", arg, err)
-		}
-		for _, want := range []string{"Usage: throttled", "-maxmemory", "-policy-file", "-replication"} {
-			if !strings.Contains(out.String(), want) {
-				t.Errorf("%s: stdout lacks %q:\n%s", arg, want, out.String())
-			}
-		}
-		if errOut.Len() != 0 {
-			t.Errorf("%s: stderr %q", arg, errOut.String())
-		}
-	}
-	var errOut bytes.Buffer
-	err := run([]string{"--no-such-flag"}, io.Discard, &errOut)
-	if err == nil || !strings.Contains(err.Error(), "--help") || !strings.Contains(errOut.String(), "no-such-flag") {
-		t.Errorf("--no-such-flag: %v, stderr %q", err, errOut.String())
 	}
 }
