@@ -262,6 +262,7 @@ func config(c *Ctx) {
 		for sp, st := range c.srv.stats {
 			st.each(sp, func(_ string, st *cmdStats) { st.reset() })
 		}
+		c.srv.errorStats.reset()
 		c.W.OK()
 	case is(sub, "HELP"):
 		c.help("config", configHelp)

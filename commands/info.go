@@ -11,9 +11,11 @@ import (
 	"github.com/throttleddb/throttled/resp"
 )
 
-// infoSections are INFO's sections in Redis' order; "default" and "all" show
-// all of them.
-var infoSections = []string{"server", "clients", "memory", "persistence", "stats", "replication", "cpu", "commandstats", "keyspace"}
+// infoSections are INFO's sections in Redis 7.0's order. "all" and
+// "everything" show every one; "default" (and no argument) all but
+// commandstats, as Redis. Modules is always empty here, and Redis'
+// Latencystats section is not kept.
+var infoSections = []string{"server", "clients", "memory", "persistence", "stats", "replication", "cpu", "modules", "commandstats", "errorstats", "cluster", "keyspace"}
 
 // INFO [section ...]
 func info(c *Ctx) {
@@ -21,10 +23,11 @@ func info(c *Ctx) {
 	for _, a := range c.Args[1:] {
 		want[strings.ToLower(string(a))] = true
 	}
-	all := len(want) == 0 || want["default"] || want["all"] || want["everything"]
+	all := want["all"] || want["everything"]
+	def := all || len(want) == 0 || want["default"]
 	var out []byte
 	for _, sec := range infoSections {
-		if !all && !want[sec] {
+		if !want[sec] && !all && (!def || sec == "commandstats") {
 			continue
 		}
 		if len(out) > 0 {
@@ -32,8 +35,9 @@ func info(c *Ctx) {
 		}
 		out = c.srv.infoSection(out, sec)
 	}
-	if want["policies"] || want["all"] || want["everything"] {
-		// Ours, not Redis': not in the default set.
+	if want["policies"] || want["everything"] {
+		// Ours, not Redis': like a module's section, only by name or
+		// in "everything".
 		if len(out) > 0 {
 			out = append(out, "\r\n"...)
 		}
@@ -44,7 +48,11 @@ func info(c *Ctx) {
 
 func (s *Server) infoSection(b []byte, sec string) []byte {
 	line := func(k string, v any) { b = fmt.Appendf(b, "%s:%v\r\n", k, v) }
-	b = fmt.Appendf(b, "# %s\r\n", strings.ToUpper(sec[:1])+sec[1:])
+	heading := strings.ToUpper(sec[:1]) + sec[1:]
+	if sec == "cpu" {
+		heading = "CPU"
+	}
+	b = fmt.Appendf(b, "# %s\r\n", heading)
 	switch sec {
 	case "server":
 		up := time.Since(s.start)
@@ -159,6 +167,12 @@ func (s *Server) infoSection(b []byte, sec string) []byte {
 		u, sys := cpuTimes()
 		line("used_cpu_sys", fmt.Sprintf("%.6f", sys))
 		line("used_cpu_user", fmt.Sprintf("%.6f", u))
+	case "errorstats":
+		s.errorStats.each(func(prefix string, n int64) {
+			b = fmt.Appendf(b, "errorstat_%s:count=%d\r\n", prefix, n)
+		})
+	case "cluster":
+		line("cluster_enabled", 0)
 	case "commandstats":
 		s.CommandStats(func(cs *CommandStats) {
 			usec := cs.Time.Microseconds()

@@ -123,6 +123,8 @@ type Server struct {
 	protected atomic.Bool // protected-mode
 	// policies are the rate-limit policies (policy.go).
 	policies *policyRegistry
+	// errorStats counts error replies by prefix (INFO errorstats).
+	errorStats errorStats
 
 	clientsMu sync.Mutex // guards clients
 	clients   ClientLimits
@@ -417,7 +419,11 @@ func (s *Server) run(c *Ctx, spec *Spec, start time.Time) {
 	}
 	took := time.Since(start)
 	b := c.W.Bytes()
-	s.stats[spec].of(spec, c.Args).record(took, len(b) > mark && b[mark] == '-', c.decision)
+	failed := len(b) > mark && b[mark] == '-'
+	if failed {
+		s.errorStats.count(b[mark:])
+	}
+	s.stats[spec].of(spec, c.Args).record(took, failed, c.decision)
 	c.decision = undecided // EXEC's inner runs must not leave theirs to EXEC
 	if spec.Flags&SkipSlowlog == 0 {
 		if s.slow.slow(took) {
@@ -441,6 +447,7 @@ func (s *Server) reject(c *resp.Conn, st *connState, spec *Spec, msg string) {
 		st.multi.bad = true
 	}
 	c.W.Error(msg)
+	s.errorStats.count([]byte("-" + msg))
 }
 
 // endMulti leaves MULTI and forgets the watched keys, as EXEC and DISCARD do.

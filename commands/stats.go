@@ -1,9 +1,12 @@
 package commands
 
 import (
+	"bytes"
+	"maps"
 	"math/bits"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -189,4 +192,47 @@ func (s *Server) sortedSpecs() []*Spec {
 	}
 	slices.SortFunc(list, func(a, b *Spec) int { return strings.Compare(a.Name, b.Name) })
 	return list
+}
+
+// errorStats counts error replies by their prefix (the first word, "ERR",
+// "WRONGTYPE"...), for INFO errorstats. Like Redis it tracks at most
+// maxErrorPrefixes prefixes (scripts can make up their own); later new ones
+// are not counted. It is safe for concurrent use.
+type errorStats struct {
+	mu     sync.Mutex // guards counts
+	counts map[string]int64
+}
+
+const maxErrorPrefixes = 128
+
+// count records the error reply that starts reply ("-PREFIX text...").
+func (e *errorStats) count(reply []byte) {
+	prefix := reply[1:]
+	if i := bytes.IndexAny(prefix, " \r"); i >= 0 {
+		prefix = prefix[:i]
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.counts == nil {
+		e.counts = map[string]int64{}
+	}
+	if _, ok := e.counts[string(prefix)]; ok || len(e.counts) < maxErrorPrefixes {
+		e.counts[string(prefix)]++
+	}
+}
+
+// each calls fn with every prefix counted, in name order.
+func (e *errorStats) each(fn func(prefix string, n int64)) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, p := range slices.Sorted(maps.Keys(e.counts)) {
+		fn(p, e.counts[p])
+	}
+}
+
+// reset forgets every count (CONFIG RESETSTAT).
+func (e *errorStats) reset() {
+	e.mu.Lock()
+	clear(e.counts)
+	e.mu.Unlock()
 }
