@@ -26,12 +26,6 @@ import (
 // command is an admin one (@admin @dangerous): it writes where the server
 // process can write, so grant it as CONFIG SET dir would be.
 func backup(c *Ctx) {
-	if c.st.multi != nil {
-		// EXEC writes its replies in order as it runs them: one that
-		// waits has no place there.
-		c.W.Error("ERR BACKUP inside MULTI is not allowed")
-		return
-	}
 	if c.srv.mesh != nil {
 		c.W.Error("ERR BACKUP is not supported on a mesh node: a new node started with an empty folder gets the mesh's state from its peers")
 		return

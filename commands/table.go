@@ -219,7 +219,7 @@ var specs = []*Spec{
 	{Name: "flushall", Arity: -1, Flags: Write | AllKeys, Categories: CatKeyspace | CatWrite | CatSlow | CatDangerous, Group: "server", Summary: "Removes all keys from all databases.", Run: flushall},
 	{Name: "role", Arity: 1, Flags: NoScript | Fast, Categories: CatAdmin | CatFast | CatDangerous, Group: "server", Summary: "Returns the replication role.", Run: role},
 	{Name: "time", Arity: 1, Flags: Fast, Categories: CatFast, Group: "server", Summary: "Returns the server time.", Run: timeCmd},
-	{Name: "backup", Arity: 2, Flags: NoScript | Admin | AllKeys, Categories: CatAdmin | CatSlow | CatDangerous, Group: "server",
+	{Name: "backup", Arity: 2, Flags: NoScript | Admin | AllKeys | NoMulti, Categories: CatAdmin | CatSlow | CatDangerous, Group: "server",
 		Summary: "Writes a consistent copy of the keyspace as a new data folder at an absolute path.", Run: backup},
 	{Name: "shutdown", Arity: -1, Flags: NoScript | Admin | NoMulti, Categories: CatAdmin | CatSlow | CatDangerous, Group: "server", Summary: "Stops accepting connections, closes the open ones and exits.", Run: shutdown},
 	// SLOWLOG is refused in scripts, where Redis allows it: each replica of
