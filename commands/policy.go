@@ -505,13 +505,15 @@ func (s *Server) appendTierKey(k []byte, p *policy.Policy, tier int, tenant stri
 // it waited for them.
 func (s *Server) policyLocks(st *connState, args [][]byte, fn func(key []byte)) {
 	t := s.policies.Table()
-	st.policies = t
+	st.policy = pinnedPolicy{call: &args[0][0], table: t}
 	pc, errText := parsePolicyCall(args)
 	if errText != "" {
 		return
 	}
 	if !pc.explain {
-		if _, p := t.Decide(pc.req); p != nil {
+		endpoint, p := t.Decide(pc.req)
+		st.policy.pc, st.policy.endpoint, st.policy.p, st.policy.parsed = pc, endpoint, p, true
+		if p != nil {
 			var buf [128]byte
 			for i := range p.Tiers {
 				fn(s.appendTierKey(buf[:0], p, i, pc.req.Tenant, pc.principal))
@@ -525,6 +527,19 @@ func (s *Server) policyLocks(st *connState, args [][]byte, fn func(key []byte)) 
 			fn(s.appendTierKey(nil, cand.Policy, i, pc.req.Tenant, pc.principal))
 		}
 	}
+}
+
+// pinnedPolicy is what policyLocks found for a call: the table (always),
+// and the parsed call with its deciding policy, which its Run takes instead
+// of parsing and resolving again when it is the same call (inside EXEC only
+// the last call's is kept; the others resolve again, by the same table).
+type pinnedPolicy struct {
+	call     *byte // &args[0][0] of the call it was found for
+	table    *policy.Table
+	parsed   bool // pc, endpoint and p are set
+	pc       policyCall
+	endpoint string
+	p        *policy.Policy
 }
 
 // stepNames name the steps of precedence in EXPLAIN's reply.
@@ -599,20 +614,31 @@ func explainPolicy(c *Ctx, t *policy.Table, pc *policyCall) {
 var errPolicyChanged = errors.New("ERR the policies changed while the call waited; send it again")
 
 func throttlePolicy(c *Ctx) {
-	pc, errText := parsePolicyCall(c.Args)
-	if errText != "" {
-		c.W.Error(errText)
-		return
-	}
-	t := c.st.policies
+	pin := &c.st.policy
+	t := pin.table
 	if t == nil { // not through Spec.Locks (cannot happen today)
 		t = c.srv.policies.Table()
 	}
-	if pc.explain {
-		explainPolicy(c, t, &pc)
-		return
+	var (
+		pc       policyCall
+		endpoint string
+		p        *policy.Policy
+	)
+	if pin.parsed && pin.call == &c.Args[0][0] {
+		pc, endpoint, p = pin.pc, pin.endpoint, pin.p
+	} else {
+		var errText string
+		if pc, errText = parsePolicyCall(c.Args); errText != "" {
+			c.W.Error(errText)
+			return
+		}
+		if pc.explain {
+			explainPolicy(c, t, &pc)
+			return
+		}
+		endpoint, p = t.Decide(pc.req)
 	}
-	endpoint, p := t.Decide(pc.req)
+	pin.parsed = false // once: a later call may reuse the buffer
 	if p == nil {
 		c.W.Array(10)
 		c.W.Int(0)

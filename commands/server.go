@@ -3,7 +3,6 @@ package commands
 import (
 	"errors"
 	"fmt"
-	"github.com/throttleddb/throttled/policy"
 	"log/slog"
 	"os"
 	"slices"
@@ -222,9 +221,9 @@ type connState struct {
 	ctx Ctx
 	// script runs the commands of the connection's Lua scripts.
 	script scriptCall
-	// policies is the policy table THROTTLE.POLICY found its keys in
-	// (Spec.Locks), which its Run decides by (policy.go).
-	policies *policy.Table
+	// policy is what THROTTLE.POLICY's Spec.Locks found, which its Run
+	// decides by (policy.go).
+	policy pinnedPolicy
 }
 
 type multiState struct {
