@@ -127,24 +127,12 @@ func unreserved(c byte) bool {
 		c == '-' || c == '.' || c == '_' || c == '~'
 }
 
-// segment kinds of a template, ordered by how specific they are: where two
-// templates match one path, the one with the more specific segment at the
-// first position they differ wins (a template that ends there beats "**",
-// which would have to match nothing).
-const (
-	segRest    = iota + 1 // "**": every remaining segment, none included
-	segEnd                // past a template's last segment
-	segOne                // "*" or "{name}": one segment
-	segLiteral            // a segment spelled out
-)
-
 // A Template is a parsed path template: "/v1/orgs/{org}/items/*/**".
 // Literal segments are written in the canonical form of Normalize; "*" and
 // "{name}" match one segment, "**" (last only) the rest of the path, none
 // included. The zero Template is invalid.
 type Template struct {
-	segs  []string // literal segments, "*" for one, "**" for the rest
-	names []string // the {name} of each segment, "" where none
+	segs []string // literal segments, "*" for one, "**" for the rest
 }
 
 // ParseTemplate parses and checks a template.
@@ -165,7 +153,6 @@ func ParseTemplate(s string) (Template, error) {
 			}
 			return Template{}, errorf("%q has an empty segment", s)
 		}
-		name := ""
 		switch {
 		case raw == "**":
 			if i != len(parts)-1 {
@@ -173,7 +160,7 @@ func ParseTemplate(s string) (Template, error) {
 			}
 		case raw == "*":
 		case strings.HasPrefix(raw, "{") && strings.HasSuffix(raw, "}"):
-			name = raw[1 : len(raw)-1]
+			name := raw[1 : len(raw)-1]
 			if !isIdent(name) {
 				return Template{}, errorf("%q: %q is not a parameter name (letters, digits, _)", s, name)
 			}
@@ -192,7 +179,6 @@ func ParseTemplate(s string) (Template, error) {
 			raw = seg
 		}
 		t.segs = append(t.segs, raw)
-		t.names = append(t.names, name)
 	}
 	return t, nil
 }
@@ -213,62 +199,3 @@ func isIdent(s string) bool {
 // Shape is the template's canonical text, parameters written as "*": two
 // templates with one shape match the same paths and are one endpoint.
 func (t Template) Shape() string { return "/" + strings.Join(t.segs, "/") }
-
-// Match reports whether the canonical segments match the template, and the
-// values of its {name} parameters (nil when it has none).
-func (t Template) Match(segs []string) (bool, map[string]string) {
-	var params map[string]string
-	for i, ts := range t.segs {
-		if ts == "**" {
-			return true, params
-		}
-		if i >= len(segs) || ts != "*" && ts != segs[i] {
-			return false, nil
-		}
-		if t.names[i] != "" {
-			if params == nil {
-				params = map[string]string{}
-			}
-			params[t.names[i]] = segs[i]
-		}
-	}
-	return len(segs) == len(t.segs), params
-}
-
-// matches is Match without the parameters, for the hot path.
-func (t Template) matches(segs []string) bool {
-	for i, ts := range t.segs {
-		if ts == "**" {
-			return true
-		}
-		if i >= len(segs) || ts != "*" && ts != segs[i] {
-			return false
-		}
-	}
-	return len(segs) == len(t.segs)
-}
-
-// rank is how specific the template's segment i is.
-func (t Template) rank(i int) int {
-	switch {
-	case i >= len(t.segs):
-		return segEnd
-	case t.segs[i] == "**":
-		return segRest
-	case t.segs[i] == "*":
-		return segOne
-	}
-	return segLiteral
-}
-
-// moreSpecific reports whether a is more specific than b: at the first
-// segment where their kinds differ, a's is the more specific. Templates of
-// one shape are equally specific.
-func moreSpecific(a, b Template) bool {
-	for i := 0; i <= max(len(a.segs), len(b.segs)); i++ {
-		if ra, rb := a.rank(i), b.rank(i); ra != rb {
-			return ra > rb
-		}
-	}
-	return false
-}

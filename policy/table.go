@@ -281,16 +281,6 @@ type Candidate struct {
 	Step   int
 }
 
-// Endpoint is the endpoint a request reaches: the shape of its template,
-// its name, or Unknown.
-func (t *Table) Endpoint(r Request) string {
-	g := t.endpointGroup(r)
-	if g == nil {
-		return Unknown
-	}
-	return g.endpoint
-}
-
 func (t *Table) endpointGroup(r Request) *group {
 	if !strings.HasPrefix(r.Target, "/") {
 		if g := t.names[r.Target]; g != nil && g.coversAny(r.Method) {
