@@ -3,9 +3,11 @@ package server_test
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -295,7 +297,9 @@ func TestRaftTLS_Config(t *testing.T) {
 
 // startTLSMesh starts a CRDT mesh node under tls-replication, with no
 // plain port.
-func startTLSMesh(t *testing.T, certs testcert.Files, id, clusterAddr string, peers map[string]string, f memberFiles) *tlsMember {
+// A port another process took since it was found free fails the start
+// with EADDRINUSE, which the caller may retry with other ports.
+func startTLSMesh(t *testing.T, certs testcert.Files, id, clusterAddr string, peers map[string]string, f memberFiles) (*tlsMember, error) {
 	t.Helper()
 	tlsPort, err := proc.FreePort()
 	if err != nil {
@@ -305,6 +309,9 @@ func startTLSMesh(t *testing.T, certs testcert.Files, id, clusterAddr string, pe
 		TLSCertFile: f.cert, TLSKeyFile: f.key, TLSCACertFile: f.ca, TLSReplication: true,
 		Logger: testlog.Slog(t, slog.LevelWarn).With("node", id),
 		CRDT:   &server.CRDTConfig{NodeID: id, ClusterAddr: clusterAddr, Peers: peers}})
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return nil, err
+	}
 	if err != nil {
 		t.Fatalf("start %s: %v", id, err)
 	}
@@ -312,7 +319,7 @@ func startTLSMesh(t *testing.T, certs testcert.Files, id, clusterAddr string, pe
 	c := redis.NewClient(&redis.Options{Addr: n.TLSAddr(), TLSConfig: certs.Client(), Protocol: 2,
 		MaxRetries: -1, DialTimeout: 5 * time.Second})
 	t.Cleanup(func() { c.Close() })
-	return &tlsMember{id: id, node: n, client: c}
+	return &tlsMember{id: id, node: n, client: c}, nil
 }
 
 // TestMeshTLS: tls-replication covers the CRDT mesh too. Two nodes of one
@@ -320,17 +327,39 @@ func startTLSMesh(t *testing.T, certs testcert.Files, id, clusterAddr string, pe
 // them as peers sends them nothing they take.
 func TestMeshTLS(t *testing.T) {
 	certs := testcert.Make(t)
-	peers := map[string]string{}
-	for _, id := range []string{"a", "b", "x"} {
-		port, err := proc.FreePort()
-		if err != nil {
+	var a, b, x *tlsMember
+	// The cluster ports are chosen before any node starts (each lists the
+	// others); one taken meanwhile by another process means new ports for
+	// all three.
+	for try := 0; ; try++ {
+		peers := map[string]string{}
+		for _, id := range []string{"a", "b", "x"} {
+			port, err := proc.FreePort()
+			if err != nil {
+				t.Fatal(err)
+			}
+			peers[id] = proc.Addr(port)
+		}
+		var errA, errB, errX error
+		a, errA = startTLSMesh(t, certs, "a", peers["a"], peers, memberFilesOf(certs))
+		if errA == nil {
+			b, errB = startTLSMesh(t, certs, "b", peers["b"], peers, memberFilesOf(certs))
+		}
+		if errA == nil && errB == nil {
+			x, errX = startTLSMesh(t, certs, "x", peers["x"], peers, memberFiles{certs.OtherServerCert, certs.OtherServerKey, certs.OtherCACert})
+		}
+		if err := errors.Join(errA, errB, errX); err == nil {
+			break
+		} else if try == 5 {
 			t.Fatal(err)
 		}
-		peers[id] = proc.Addr(port)
+		for _, m := range []*tlsMember{a, b} {
+			if m != nil {
+				m.node.Close()
+			}
+		}
+		a, b = nil, nil
 	}
-	a := startTLSMesh(t, certs, "a", peers["a"], peers, memberFilesOf(certs))
-	b := startTLSMesh(t, certs, "b", peers["b"], peers, memberFilesOf(certs))
-	x := startTLSMesh(t, certs, "x", peers["x"], peers, memberFiles{certs.OtherServerCert, certs.OtherServerKey, certs.OtherCACert})
 	ctx := context.Background()
 	otherCert, err := tls.LoadX509KeyPair(certs.OtherCert, certs.OtherKey)
 	if err != nil {
