@@ -44,6 +44,26 @@ func writeEveryKind(t *testing.T, c *redis.Client) {
 }
 
 // pairLoad increments pair:a and pair:b together in a transaction, over
+// backupUnderLoad runs BACKUP while pairLoad writes, once the load has
+// written 50 pairs, lets it go on to after pairs (0: stop at once), stops
+// it and returns the backup's folder.
+func backupUnderLoad(t *testing.T, s *server, c *redis.Client, after int64) string {
+	t.Helper()
+	stop := make(chan struct{})
+	wg := pairLoad(t, s, stop)
+	waitFor(t, c, "pair:a", 50)
+	backup := filepath.Join(t.TempDir(), "backup")
+	if got := do(t, c, "BACKUP", backup); got != "OK" {
+		t.Fatalf("BACKUP = %v", got)
+	}
+	if after > 0 {
+		waitFor(t, c, "pair:a", after)
+	}
+	close(stop)
+	wg.Wait()
+	return backup
+}
+
 // and over, until stop is closed: in any consistent copy they are equal.
 func pairLoad(t *testing.T, s *server, stop chan struct{}) *sync.WaitGroup {
 	var wg sync.WaitGroup
@@ -108,17 +128,7 @@ func TestBackup_SingleNode(t *testing.T) {
 	now := do(t, c, "DEBUG", "CLOCK").(int64)
 	writeEveryKind(t, c)
 
-	stop := make(chan struct{})
-	wg := pairLoad(t, s, stop)
-	// Let the load write before and after the copy.
-	waitFor(t, c, "pair:a", 50)
-	backup := filepath.Join(t.TempDir(), "backup")
-	if got := do(t, c, "BACKUP", backup); got != "OK" {
-		t.Fatalf("BACKUP = %v", got)
-	}
-	waitFor(t, c, "pair:a", 100)
-	close(stop)
-	wg.Wait()
+	backup := backupUnderLoad(t, s, c, 100)
 
 	r := start(t, backup, "--debug-clock")
 	checkRestored(t, s, r, now)
@@ -207,15 +217,7 @@ func TestBackup_RestoreNewRaftGroup(t *testing.T) {
 	c := s.client(t)
 	now := do(t, c, "DEBUG", "CLOCK").(int64)
 	writeEveryKind(t, c)
-	stop := make(chan struct{})
-	wg := pairLoad(t, s, stop)
-	waitFor(t, c, "pair:a", 50)
-	backup := filepath.Join(t.TempDir(), "backup")
-	if got := do(t, c, "BACKUP", backup); got != "OK" {
-		t.Fatalf("BACKUP = %v", got)
-	}
-	close(stop)
-	wg.Wait()
+	backup := backupUnderLoad(t, s, c, 0)
 
 	member := func(id string, args ...string) *server {
 		port, err := proc.FreePort()
