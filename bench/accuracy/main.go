@@ -70,13 +70,11 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/throttleddb/throttled/bench/internal/accuracy"
 	"github.com/throttleddb/throttled/bench/internal/harness"
-	"github.com/throttleddb/throttled/internal/proc"
 )
 
 type config struct {
@@ -127,18 +125,7 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 			return err
 		}
 		defer os.RemoveAll(tmp)
-		bin, err := harness.BuildThrottled(ctx, tmp, logf)
-		if err != nil {
-			return err
-		}
-		port, err := proc.FreePort()
-		if err != nil {
-			return err
-		}
-		addr := proc.Addr(port)
-		args := []string{"--bind", "127.0.0.1", "--port", strconv.Itoa(port), "--debug-clock", "--persistence", "off"}
-		logf("starting %s %s", bin, strings.Join(args, " "))
-		p, err := proc.Start(ctx, proc.Config{Name: "throttled", Path: bin, Args: args, Addr: addr, Dir: tmp, Timeout: 15 * time.Second})
+		p, err := harness.StartThrottled(ctx, tmp, logf, "--debug-clock", "--persistence", "off")
 		if err != nil {
 			return err
 		}
@@ -147,7 +134,7 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 				logf("stop throttled: %v", err)
 			}
 		}()
-		cfg.acc.Addrs = []string{addr}
+		cfg.acc.Addrs = []string{p.Addr}
 	}
 	cfg.acc.Logf = logf
 	began := time.Now()

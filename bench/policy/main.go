@@ -16,7 +16,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -24,7 +23,6 @@ import (
 
 	"github.com/throttleddb/throttled/bench/internal/harness"
 	"github.com/throttleddb/throttled/bench/internal/redisbench"
-	"github.com/throttleddb/throttled/internal/proc"
 	"github.com/throttleddb/throttled/policy"
 )
 
@@ -91,21 +89,12 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	bin, err := harness.BuildThrottled(ctx, tmp, logf)
-	if err != nil {
-		return err
-	}
-	port, err := proc.FreePort()
-	if err != nil {
-		return err
-	}
-	addr := proc.Addr(port)
-	p, err := proc.Start(ctx, proc.Config{Name: "throttled", Path: bin, Addr: addr, Timeout: 30 * time.Second,
-		Args: []string{"--bind", "127.0.0.1", "--port", strconv.Itoa(port), "--dir", filepath.Join(tmp, "data"), "--threads", cfg.threads}})
+	p, err := harness.StartThrottled(ctx, tmp, logf, "--dir", filepath.Join(tmp, "data"), "--threads", cfg.threads)
 	if err != nil {
 		return err
 	}
 	defer p.Stop()
+	addr := p.Addr
 	cl := redis.NewClient(&redis.Options{Addr: addr})
 	defer cl.Close()
 	var file strings.Builder

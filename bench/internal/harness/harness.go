@@ -1,6 +1,6 @@
 // Package harness holds what the benchmark programs (bench/compare,
-// bench/persist, bench/accuracy, bench/raft, bench/crdt) share: building the throttled
-// binary, loading a Lua script, pinning processes to CPUs, describing the
+// bench/persist, bench/accuracy, bench/raft, bench/crdt, bench/policy)
+// share: building and starting the throttled binary, loading a Lua script, pinning processes to CPUs, describing the
 // machine and its load, waiting for servers to go idle, and the small
 // statistics and number formats of their reports.
 package harness
@@ -23,6 +23,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/throttleddb/throttled/internal/proc"
 	"github.com/throttleddb/throttled/internal/procattr"
 	"github.com/throttleddb/throttled/internal/respconn"
 )
@@ -31,6 +32,23 @@ import (
 // is in into dir and returns the binary's path.
 func BuildThrottled(ctx context.Context, dir string, logf func(string, ...any)) (string, error) {
 	return Build(ctx, "cmd/throttled", filepath.Join(dir, "throttled"), logf)
+}
+
+// StartThrottled builds ./cmd/throttled into dir and runs it from there
+// on a free loopback port, with args after --bind and --port; the
+// process's Addr is where it listens. The caller stops it.
+func StartThrottled(ctx context.Context, dir string, logf func(string, ...any), args ...string) (*proc.Process, error) {
+	bin, err := BuildThrottled(ctx, dir, logf)
+	if err != nil {
+		return nil, err
+	}
+	port, err := proc.FreePort()
+	if err != nil {
+		return nil, err
+	}
+	args = append([]string{"--bind", "127.0.0.1", "--port", strconv.Itoa(port)}, args...)
+	logf("starting %s %s", bin, strings.Join(args, " "))
+	return proc.Start(ctx, proc.Config{Name: "throttled", Path: bin, Args: args, Addr: proc.Addr(port), Dir: dir, Timeout: 30 * time.Second})
 }
 
 // Build runs go build in pkgDir, a folder of the throttled repository given
