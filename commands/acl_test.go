@@ -78,7 +78,14 @@ func TestACL_Describe(t *testing.T) {
 		{"%R~r* %W~w* ~b* %RW~b* %W~r*", "~r* %W~w* ~b* resetchannels -@all"},
 		{"&a &b &a", "resetchannels &a &b -@all"},
 		{"+@all -get +get", "resetchannels +@all"},
-		{"+hset -lpush +client|pause", "resetchannels -@all"},
+		// Redis' commands this server lacks count as in Redis.
+		{"+hset -lpush +client|pause", "resetchannels -@all +client|pause +hset"},
+		{"+@all -@set", "resetchannels +@all -@set"},
+		{"-@all +@set +get", "resetchannels -@all +@set +get"},
+		{"+@all -@set +@set -@hash", "resetchannels +@all -@hash"},
+		{"-@all +@read -@write", "resetchannels -@all +@read"},
+		{"+@all -@pubsub -@blocking -@geo", "resetchannels +@all -@pubsub -@geo -@blocking"},
+		{"-@all +hset|f1", "resetchannels -@all +hset|f1"},
 	} {
 		r := rulesOf(t, tc.rules)
 		if r.selector != tc.want {
