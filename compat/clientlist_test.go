@@ -58,6 +58,13 @@ func clientFields(t *testing.T, c *e2eConn) map[string]string {
 	return f
 }
 
+// clientInfo returns the fields of CLIENT INFO on c.
+func clientInfo(t *testing.T, c *e2eConn) map[string]string {
+	t.Helper()
+	send(t, c, e2eMultibulk("CLIENT", "INFO"))
+	return clientFields(t, c)
+}
+
 // clientInt returns field name of f, a number.
 func clientInt(t *testing.T, f map[string]string, name string) int64 {
 	t.Helper()
@@ -100,8 +107,7 @@ func TestClientList_Running(t *testing.T) {
 	for _, tg := range clientTargets(t) {
 		t.Run(tg.name, func(t *testing.T) {
 			c := e2eDial(t, tg.addr)
-			send(t, c, e2eMultibulk("CLIENT", "INFO"))
-			f := clientFields(t, c)
+			f := clientInfo(t, c)
 			wantFields(t, "CLIENT INFO", f, "qbuf", 26, "argv-mem", 10)
 			checkSocketFD(t, tg.pid, int(clientInt(t, f, "fd")), c.Conn)
 
@@ -164,8 +170,7 @@ func TestClientList_BufferSizes(t *testing.T) {
 	for _, tg := range clientTargets(t) {
 		t.Run(tg.name, func(t *testing.T) {
 			c := e2eDial(t, tg.addr)
-			send(t, c, e2eMultibulk("CLIENT", "INFO"))
-			f := clientFields(t, c)
+			f := clientInfo(t, c)
 			if tg.name == "redis" {
 				wantFields(t, "a new client", f, "rbs", 16384, "rbp", 16384)
 			} else {
