@@ -193,6 +193,11 @@
 //	Str   stamp int64, origin, deleted uint8; value (length uint32, bytes);
 //	      epoch, expireMs int64; counters (origin, p uint64, n uint64)
 //
+// A rate-limit key reset on a mesh (Reset, reset.go) is version 2: its
+// kind, the reset's stamp int64, then its version 1 encoding after the
+// header; a bare mark (kind Marker, a reset of a key its node did not
+// hold) ends after the stamp.
+//
 // # Memory per key
 //
 //	       quiet               active
