@@ -92,8 +92,9 @@ func (n *Node) merge(e entry) bool {
 			ok = false
 			return
 		}
-		if j.Kind != mstate.Str && store.Expired(exp, tx.NowMs()) {
-			// Full already: as good as no state.
+		if j.Kind != mstate.Str && store.Expired(exp, tx.NowMs()) && !n.hold(e.db, e.key, store.Value{Kind: store.KindMerged, Bytes: merged}) {
+			// Full already: as good as no state (unless it must
+			// stay, as a reset's mark does until every node has it).
 			if exists {
 				tx.Delete(e.db, e.key)
 			}
