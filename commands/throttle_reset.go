@@ -21,6 +21,9 @@ import (
 // it, wherever made; a node that held nothing of the key writes a bare mark
 // all the same, since others may hold its history. See docs/replication.md
 // for which concurrent admissions stay.
+//
+// It is in @keyspace and @write, like DEL, not in @ratelimit: a gateway's
+// user, granted +@ratelimit, cannot reset the limits it enforces.
 func throttleReset(c *Ctx) {
 	keys := c.Args[1:]
 	m := c.srv.mesh
