@@ -129,11 +129,20 @@ func (n *Node) expiryOf(j mstate.Joined, localExp, remoteExp int64, exists bool)
 		}
 		return exp, err
 	}
-	switch at := j.Expiry; {
-	case at != math.MinInt64:
+	if at := j.Expiry; at != math.MinInt64 {
 		return store.ExpiryAt(at), nil
-	case exists:
-		return max(remoteExp, localExp), nil
 	}
-	return remoteExp, nil
+	// A side a reset forgave whole has nothing left that its expiry
+	// was for; with nothing left at all, the key is fresh from the mark.
+	exp := int64(math.MinInt64)
+	if exists && !j.Forgot[0] {
+		exp = localExp
+	}
+	if !j.Forgot[1] {
+		exp = max(exp, remoteExp)
+	}
+	if exp == math.MinInt64 {
+		return store.ExpiryAt(j.Mark), nil
+	}
+	return exp, nil
 }

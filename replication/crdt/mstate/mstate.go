@@ -297,6 +297,12 @@ type Joined struct {
 	Kind  Kind   // its kind; 0 when both states were empty
 	// Expiry is Expiry(State), from the decoded join.
 	Expiry int64
+	// Mark is the join's reset mark (see Reset), NoMark for none, and
+	// Forgot says which of the two states it forgave whole: nothing of
+	// that side is left, so whatever expiry its holder gave it no longer
+	// applies (a window's expiry is the latest of its parts').
+	Mark   int64
+	Forgot [2]bool
 }
 
 // Join is Merge, and the kind and expiry of its result, decoding each
@@ -316,7 +322,7 @@ func join(a, b []byte) (j Joined, expiryErr, err error) {
 	if marked(a) || marked(b) {
 		return joinMarked(a, b)
 	}
-	j.Expiry = math.MinInt64
+	j.Expiry, j.Mark = math.MinInt64, NoMark
 	k, err := kindOfPair(a, b)
 	switch {
 	case err != nil || k == 0:

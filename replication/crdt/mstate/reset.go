@@ -225,20 +225,29 @@ func joinMarked(a, b []byte) (j Joined, expiryErr, err error) {
 		return Joined{}, nil, err
 	case k == 0:
 		// Bare marks (or one and no state).
-		return Joined{State: withMark(nil, m), Kind: Marker, Expiry: m}, nil, nil
+		return Joined{State: withMark(nil, m), Kind: Marker, Expiry: m, Mark: m, Forgot: [2]bool{true, true}}, nil, nil
 	case k == Str:
 		return join(plains[0], plains[1])
 	}
+	var forgot [2]bool
 	for i := range plains {
 		if plains[i] == nil && marks[i] != NoMark {
 			if plains[i], err = resetPlain(k, marks[i]); err != nil {
 				return Joined{}, nil, err
 			}
 		}
+		if len(plains[i]) > 0 {
+			newest, err := newestStamp(plains[i], k)
+			if err != nil {
+				return Joined{}, nil, err
+			}
+			forgot[i] = newest <= m
+		}
 	}
 	j, expiryErr, err = join(plains[0], plains[1])
 	if err == nil {
 		j.State = withMark(j.State, m)
+		j.Mark, j.Forgot = m, forgot
 	}
 	return j, expiryErr, err
 }
