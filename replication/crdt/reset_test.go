@@ -7,6 +7,7 @@ import (
 
 	"github.com/throttleddb/throttled/gcra"
 	"github.com/throttleddb/throttled/internal/testwait"
+	"github.com/throttleddb/throttled/replication/crdt"
 	"github.com/throttleddb/throttled/replication/crdt/crdttest"
 )
 
@@ -204,4 +205,40 @@ func TestReset_RacesDecisions(t *testing.T) {
 			t.Errorf("f on %s: %v, want 3 remaining", m.ID, got)
 		}
 	}
+}
+
+// TestReset_Released: every node keeps a reset key past its expiry while
+// some node may not have the reset, and drops it once every node has
+// reported having everything stamped before it, and Linger more.
+func TestReset_Released(t *testing.T) {
+	c := crdttest.New(t, 2, seed(t), fast)
+	a, b := c.Nodes[0], c.Nodes[1]
+	c.Connected()
+	c.SetClocks(crdttest.Start)
+	c.Do(a, "CL.THROTTLE", "k", 3, 4, 3600)
+	c.Converged()
+	if got := c.Do(b, "THROTTLE.RESET", "k"); got != int64(1) {
+		t.Fatalf("THROTTLE.RESET: %v", got)
+	}
+	// held reports whether m still holds k, past its expiry: EXISTS
+	// removes an expired key nothing holds, DBSIZE counts what is left.
+	held := func(m *crdttest.Node) bool {
+		if got := c.Do(m, "EXISTS", "k"); got != int64(0) {
+			t.Fatalf("EXISTS k on %s after the reset: %v", m.ID, got)
+		}
+		return c.Do(m, "DBSIZE") == int64(1)
+	}
+	c.SetClocks(crdttest.Start + int64(time.Second))
+	testwait.For(t, 10*time.Second, "the reset on a", func() bool {
+		return fmt.Sprint(c.Do(a, "CL.THROTTLE", "k", 3, 4, 3600, 0)) == fmt.Sprint(c.Do(a, "CL.THROTTLE", "never-used", 3, 4, 3600, 0))
+	})
+	for _, m := range c.Nodes {
+		if !held(m) {
+			t.Fatalf("%s dropped the reset key within Linger of it", m.ID)
+		}
+	}
+	c.SetClocks(crdttest.Start + int64(time.Second+crdt.Linger+time.Second))
+	testwait.For(t, 10*time.Second, "the reset key dropped", func() bool {
+		return !held(a) && !held(b)
+	})
 }
