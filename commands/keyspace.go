@@ -204,7 +204,7 @@ func (c *Ctx) keyRefusal(keys ...[]byte) string {
 	}
 	for _, k := range keys {
 		if v, ok := c.Tx.Get(c.DB(), k); ok && !mergedString(v) {
-			return "ERR the key '" + sanitize(string(k), 128) + "' holds a rate-limit state, which cannot be deleted or expired on a node with CRDT peers"
+			return "ERR the key '" + sanitize(string(k), 128) + "' holds a rate-limit state, which cannot be deleted or expired on a node with CRDT peers (THROTTLE.RESET resets it on every node)"
 		}
 	}
 	return ""

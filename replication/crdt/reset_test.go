@@ -2,6 +2,7 @@ package crdt_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -60,6 +61,10 @@ func TestReset_Partition(t *testing.T) {
 		if got := call(c, cn, cmd, name, 1); got[:2] != "[1" {
 			t.Fatalf("%s on %s after 4 calls: %s, want limited", name, cn.ID, got)
 		}
+	}
+	// DEL is refused, and says what to run instead.
+	if err, ok := c.Do(cn, "DEL", "cl").(error); !ok || !strings.Contains(err.Error(), "THROTTLE.RESET resets it") {
+		t.Fatalf("DEL of a rate-limit key on a mesh: %v, want a refusal naming THROTTLE.RESET", err)
 	}
 	c.Net.Partition([]string{a.Addr}, []string{b.Addr, cn.Addr})
 	now := crdttest.Start + int64(time.Second)
