@@ -160,6 +160,13 @@
 // instance under a mesh-wide bound below which every node treats them as no
 // state, before each merge and each write.
 //
+// # Resets
+//
+// Reset forgives a key's history on every node (THROTTLE.RESET): a mark,
+// a max register, that moves the state's cut or floor to the reset's
+// stamp, so that every join drops what was admitted up to it. See
+// reset.go.
+//
 // # Retiring window state
 //
 // A window state has a floor, a max register: the join drops the slots
