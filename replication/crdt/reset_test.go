@@ -247,3 +247,35 @@ func TestReset_Released(t *testing.T) {
 		return !held(a) && !held(b)
 	})
 }
+
+// TestReset_RestartKeepsMark: a node that reset a key no other node has
+// heard of yet restarts after the key's expiry (its clock later than when
+// it wrote the reset): it loads the mark from its data folder all the
+// same, and once the partition heals the other node's history is forgiven.
+func TestReset_RestartKeepsMark(t *testing.T) {
+	c := crdttest.New(t, 2, seed(t), fast)
+	a, b := c.Nodes[0], c.Nodes[1]
+	c.Connected()
+	c.SetClocks(crdttest.Start)
+	cmd := hourly["cl"]
+	for range 4 {
+		call(c, a, cmd, "cl", 1)
+	}
+	c.Converged()
+	c.Net.Partition([]string{a.Addr}, []string{b.Addr})
+	if got := c.Do(b, "THROTTLE.RESET", "cl"); got != int64(1) {
+		t.Fatalf("THROTTLE.RESET: %v", got)
+	}
+	now := crdttest.Start + int64(10*time.Minute)
+	c.StartAt = now
+	c.Restart(b, true)
+	c.SetClocks(now)
+	c.Net.Heal()
+	c.Connected()
+	c.Converged()
+	for _, m := range c.Nodes {
+		if got, want := call(c, m, cmd, "cl", 0), call(c, m, cmd, "never-used", 0); got != want {
+			t.Errorf("cl on %s: %s, want a fresh key's %s", m.ID, got, want)
+		}
+	}
+}
