@@ -120,6 +120,10 @@ func (l *limit) loadMerged(c *Ctx) string {
 	switch k, err := mstate.KindOf(v.Bytes); {
 	case err != nil:
 		return engineError(err)
+	case k == mstate.Marker:
+		// A reset's bare mark: a fresh key of any kind, which Decide
+		// starts after the reset.
+		l.exists = false
 	case k == want:
 	case want == mstate.GCRA || k == mstate.GCRA || k == mstate.Str:
 		// A CL.THROTTLE key is a string, as on a single node.
