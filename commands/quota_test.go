@@ -11,7 +11,7 @@ import (
 
 // leaseReply is a parsed QUOTA.LEASE reply.
 type leaseReply struct {
-	id                              string // "" when nothing was granted
+	id                             string // "" when nothing was granted
 	granted, limit, remaining, ttl int64
 }
 
@@ -57,14 +57,14 @@ type charge struct{ at, units int64 }
 
 // simHolder is one simulated gateway.
 type simHolder struct {
-	name           string
-	id             string // its live lease, "" for none
-	local, used    int64  // units left in the batch, admitted from it
-	expires        int64
-	lease          int // index in sim.charges
-	dead           bool
-	admitted       int64
-	dynamic        bool
+	name        string
+	id          string // its live lease, "" for none
+	local, used int64  // units left in the batch, admitted from it
+	expires     int64
+	lease       int // index in sim.charges
+	dead        bool
+	admitted    int64
+	dynamic     bool
 }
 
 // leaseSim runs seeded holders against one limit on the manual clock.
