@@ -3,10 +3,12 @@ package server_test
 import (
 	"context"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/throttleddb/throttled/replication/crdt/crdttest"
 	"github.com/throttleddb/throttled/server"
 	"github.com/throttleddb/throttled/server/servertest"
 )
@@ -66,5 +68,27 @@ func TestLeases_SurviveARestart(t *testing.T) {
 	}
 	if r := ints(cl, "FWC.THROTTLE", "k", 100, 60, 0); r[2] != int64(85) {
 		t.Errorf("FWC.THROTTLE peek: %v, want 85 remaining (10 + 5 used)", r)
+	}
+}
+
+// TestLeases_RefusedOnAMesh: a mesh node refuses both lease commands with
+// an error that says why, and writes nothing (docs/leases.md).
+func TestLeases_RefusedOnAMesh(t *testing.T) {
+	n := servertest.Start(t, server.Config{DebugClock: true, CRDT: &server.CRDTConfig{
+		NodeID: "a", Transport: crdttest.NewNet(1).Transport("a")}})
+	cl := redis.NewClient(&redis.Options{Addr: n.Addr(), Protocol: 2})
+	defer cl.Close()
+	ctx := context.Background()
+	for _, args := range [][]any{
+		{"QUOTA.LEASE", "k", "FWC", 10, 60, 5},
+		{"QUOTA.RETURN", "1:k", 0},
+	} {
+		err := cl.Do(ctx, args...).Err()
+		if err == nil || !strings.Contains(err.Error(), "is not supported with CRDT replication") {
+			t.Errorf("%v on a mesh node: %v", args, err)
+		}
+	}
+	if got, _ := cl.DBSize(ctx).Result(); got != 0 {
+		t.Errorf("DBSIZE %d after refused leases, want 0", got)
 	}
 }
