@@ -3,6 +3,7 @@ package commands
 import (
 	"bytes"
 	"errors"
+	"math"
 	"strconv"
 
 	"github.com/throttleddb/throttled/engines"
@@ -324,6 +325,10 @@ func quotaLease(c *Ctx) {
 		return
 	}
 	key, now := c.Args[1], c.Tx.Now()
+	if now > math.MaxInt64-2*lc.ttl { // the record's end and drop times
+		c.W.Error("ERR arithmetic overflow: the lease would end past the year 2262")
+		return
+	}
 	l := &lc.l
 	want := l.qty
 	lt, errText := loadLeases(c, key)
@@ -355,13 +360,12 @@ func quotaLease(c *Ctx) {
 	granted := min(want, share, remaining)
 	r := lease.Lease{Holder: lc.holder, Lazy: lc.lazy, Granted: granted, At: now, Expires: now + lc.ttl, Limit: l.record()}
 	if granted > 0 && !lc.lazy {
+		// granted <= remaining fits; commit re-checks it anyway.
 		l.qty = granted
-		if errText = l.check(c); errText == "" && l.res.Limited {
-			granted = 0 // not reached: remaining said it fits
-		} else if errText == "" {
+		if errText = l.check(c); errText == "" {
 			errText = l.commit(c)
 		}
-		if errText == "" && granted > 0 {
+		if errText == "" {
 			if err := l.mark(c, &r); err != nil {
 				errText = engineError(err)
 			}

@@ -332,3 +332,35 @@ func TestQuota_LazyWithinGatewaysTimesBatch(t *testing.T) {
 		})
 	}
 }
+
+// A key takes at most lease.MaxLive live leases, whoever holds them; a
+// refused grant charges nothing.
+func TestQuota_LiveCapPerKey(t *testing.T) {
+	s, _ := newTestServer(t)
+	c := &resp.Conn{}
+	for i := range 64 {
+		r := parseLeaseReply(t, do(s, c, "QUOTA.LEASE", "k", "FWC", "1000", "60", "1", "HOLDER", "gw"+strconv.Itoa(i/8)))
+		if r.granted != 1 {
+			t.Fatalf("lease %d: %+v", i, r)
+		}
+	}
+	if got := do(s, c, "QUOTA.LEASE", "k", "FWC", "1000", "60", "1", "HOLDER", "new"); !strings.HasPrefix(got, "-ERR too many live leases on this key") {
+		t.Fatalf("the 65th lease: %q", got)
+	}
+	if got := replyInts(t, do(s, c, "FWC.THROTTLE", "k", "1000", "60", "0")); got[2] != 1000-64 {
+		t.Fatalf("remaining %d, want %d", got[2], 1000-64)
+	}
+}
+
+// A lease whose end would not fit in int64 is refused before any write.
+func TestQuota_EndOverflows(t *testing.T) {
+	s, m := newTestServer(t)
+	m.Set(1<<63 - 1000)
+	c := &resp.Conn{}
+	if got := do(s, c, "QUOTA.LEASE", "k", "FWC", "10", "1", "1", "TTL", "1"); !strings.HasPrefix(got, "-ERR arithmetic overflow") {
+		t.Fatalf("reply %q", got)
+	}
+	if got := do(s, c, "DBSIZE"); got != ":0\r\n" {
+		t.Fatalf("DBSIZE %q after a refused lease", got)
+	}
+}
