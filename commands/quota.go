@@ -82,18 +82,21 @@ func parseLease(args [][]byte) (lc leaseCall, errText string) {
 	// parser with the key, the numbers and want as its quantity.
 	engineArgs := append([][]byte{key}, rest[:np+1]...)
 	for opts := rest[np+1:]; len(opts) > 0; {
-		a := opts[0]
-		switch {
+		used := 1 // the option's arguments, its keyword included
+		switch a := opts[0]; {
 		case is(a, "LAZY"):
-			lc.lazy, opts = true, opts[1:]
-			continue
+			lc.lazy = true
+		case is(a, "MS"):
+			engineArgs = append(engineArgs, a)
 		case len(opts) < 2:
+			return lc, errSyntax
+		case is(a, "SUBWINDOWS"):
+			engineArgs, used = append(engineArgs, opts[:2]...), 2
 		case is(a, "HOLDER"):
 			if len(opts[1]) > lease.MaxHolderLen {
 				return lc, "ERR HOLDER is longer than " + strconv.Itoa(lease.MaxHolderLen) + " bytes"
 			}
-			lc.holder, opts = string(opts[1]), opts[2:]
-			continue
+			lc.holder, used = string(opts[1]), 2
 		case is(a, "TTL"):
 			ms, ok := parseInt(opts[1])
 			if !ok {
@@ -102,27 +105,19 @@ func parseLease(args [][]byte) (lc leaseCall, errText string) {
 			if ms < 1 || ms > lease.MaxTTL/1e6 {
 				return lc, "ERR TTL must be between 1 and " + strconv.FormatInt(lease.MaxTTL/1e6, 10) + " milliseconds"
 			}
-			lc.ttl, opts = ms*1e6, opts[2:]
-			continue
+			lc.ttl, used = ms*1e6, 2
+		case is(a, "SHARE") && is(opts[1], "DYNAMIC"):
+			lc.share, used = shareDynamic, 2
 		case is(a, "SHARE"):
-			if is(opts[1], "DYNAMIC") {
-				lc.share, opts = shareDynamic, opts[2:]
-				continue
-			}
 			pct, ok := parseInt(opts[1])
 			if !ok || pct < 1 || pct > 100 {
 				return lc, "ERR SHARE must be a percentage from 1 to 100, or DYNAMIC"
 			}
-			lc.share, opts = pct, opts[2:]
-			continue
-		case is(a, "SUBWINDOWS"):
-			engineArgs, opts = append(engineArgs, opts[:2]...), opts[2:]
-			continue
-		}
-		if !is(a, "MS") {
+			lc.share, used = pct, 2
+		default:
 			return lc, errSyntax
 		}
-		engineArgs, opts = append(engineArgs, a), opts[1:]
+		opts = opts[used:]
 	}
 	if lc.share == shareDynamic && lc.holder == "" {
 		return lc, "ERR SHARE DYNAMIC needs a HOLDER"
