@@ -9,7 +9,7 @@ import (
 )
 
 // commitAt commits qty at now and returns the new state (nil when limited).
-func commitAt(t *testing.T, l engines.Limiter, state []byte, now, qty int64, force bool) []byte {
+func commitAt(t testing.TB, l engines.Limiter, state []byte, now, qty int64, force bool) []byte {
 	t.Helper()
 	if force {
 		next, _, err := engines.Force(l, bytes.Clone(state), now, qty)
@@ -195,4 +195,41 @@ func TestForce_PastTheLimit(t *testing.T) {
 	if _, _, err := engines.Force(must(engines.NewSWL(5, 10*s)), nil, t0, 1); err == nil {
 		t.Error("SWL Force: no error")
 	}
+}
+
+// FuzzLease feeds arbitrary states and grants to Credit and Force: an error
+// or an answer, never a panic; a credit never exceeds what was asked, and
+// what either writes is a state Check accepts.
+func FuzzLease(f *testing.F) {
+	ls := []engines.Limiter{
+		must(engines.NewFWC(10, s)), must(engines.NewSWL(10, s)), must(engines.NewSWC(10, s, 4)),
+		must(engines.NewTB(10, 3, s)), must(engines.NewLB(10, 3, 7)),
+	}
+	for _, l := range ls {
+		st := commitAt(f, l, nil, t0, 4, false)
+		g, _ := engines.GrantOf(l, st)
+		f.Add(st, int64(t0+ms), g.At, g.Debt, g.Unit, int64(3))
+	}
+	f.Fuzz(func(t *testing.T, state []byte, now, at, debt, unit, qty int64) {
+		for _, l := range ls {
+			g := engines.Grant{At: at, Debt: debt, Unit: unit}
+			next, _, credited, err := engines.Credit(l, bytes.Clone(state), now, g, qty)
+			if err == nil && (credited < 0 || credited > qty) {
+				t.Fatalf("%v: credited %d of %d", l.Kind(), credited, qty)
+			}
+			if err == nil && next != nil {
+				if _, err := l.Check(next, now, 0); err != nil {
+					t.Fatalf("%v: Credit wrote a state Check refuses: %v", l.Kind(), err)
+				}
+			}
+			if !engines.CanForce(l) {
+				continue
+			}
+			if next, _, err := engines.Force(l, bytes.Clone(state), now, qty); err == nil {
+				if _, err := l.Check(next, now, 0); err != nil {
+					t.Fatalf("%v: Force wrote a state Check refuses: %v", l.Kind(), err)
+				}
+			}
+		}
+	})
 }
