@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -91,4 +92,75 @@ func TestLeases_RefusedOnAMesh(t *testing.T) {
 	if got, _ := cl.DBSize(ctx).Result(); got != 0 {
 		t.Errorf("DBSIZE %d after refused leases, want 0", got)
 	}
+}
+
+// TestLeases_ExactUnderConcurrency: eight gateways over real sockets lease,
+// spend a random part and return, concurrently, on one fixed window with
+// the clock frozen; one of them dies holding a lease. Once every lease has
+// ended, the store's own accounting (what the window has left) is exactly
+// the limit less the units the gateways admitted and the dead one's grant:
+// nothing lost, nothing credited twice, never over the limit.
+func TestLeases_ExactUnderConcurrency(t *testing.T) {
+	n := servertest.Start(t, server.Config{DebugClock: true})
+	ctx := context.Background()
+	const at = int64(1_700_000_000_000_000_000) // a 60 s window starts here
+	admin := redis.NewClient(&redis.Options{Addr: n.Addr(), Protocol: 2})
+	defer admin.Close()
+	if err := admin.Do(ctx, "DEBUG", "CLOCK", "SET", at).Err(); err != nil {
+		t.Fatal(err)
+	}
+	const limit = 1000
+	type result struct{ admitted, lost int64 }
+	results := make(chan result, 8)
+	for g := range 8 {
+		go func() {
+			cl := redis.NewClient(&redis.Options{Addr: n.Addr(), Protocol: 2})
+			defer cl.Close()
+			var r result
+			defer func() { results <- r }()
+			for i := 0; ; i++ {
+				v, err := cl.Do(ctx, "QUOTA.LEASE", "k", "FWC", limit, 60, 40, "HOLDER", fmt.Sprint("gw", g), "SHARE", 50, "TTL", 1000).Slice()
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				granted := v[1].(int64)
+				if granted == 0 {
+					return // the window is spent
+				}
+				if g == 0 && i == 3 {
+					r.lost = granted // dies holding it
+					return
+				}
+				used := int64((i*7 + g) % int(granted+1))
+				r.admitted += used
+				for range 1 + i%2 { // every other return is retried
+					if err := cl.Do(ctx, "QUOTA.RETURN", v[0], used).Err(); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}
+		}()
+	}
+	var admitted, lost int64
+	for range 8 {
+		r := <-results
+		admitted, lost = admitted+r.admitted, lost+r.lost
+	}
+	if lost == 0 {
+		t.Fatal("the dying gateway held no lease")
+	}
+	// The dead gateway's lease ends; its units stay spent.
+	if err := admin.Do(ctx, "DEBUG", "CLOCK", "ADVANCE", int64(1e9)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	v, err := admin.Do(ctx, "FWC.THROTTLE", "k", limit, 60, 0).Int64Slice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if admitted+lost > limit || v[2] != limit-admitted-lost {
+		t.Fatalf("remaining %d; want %d - %d admitted - %d held by the dead gateway", v[2], limit, admitted, lost)
+	}
+	t.Logf("%d admitted, %d lost with a dead gateway, %d left", admitted, lost, v[2])
 }
