@@ -95,8 +95,9 @@ func TestLeases_RefusedOnAMesh(t *testing.T) {
 }
 
 // TestLeases_ExactUnderConcurrency: eight gateways over real sockets lease,
-// spend a random part and return, concurrently, on one fixed window with
-// the clock frozen; one of them dies holding a lease. Once every lease has
+// spend a random part and return, and send per-request decisions too,
+// concurrently, on one fixed window with the clock frozen; one of them dies
+// holding a lease. Once every lease has
 // ended, the store's own accounting (what the window has left) is exactly
 // the limit less the units the gateways admitted and the dead one's grant:
 // nothing lost, nothing credited twice, never over the limit.
@@ -134,6 +135,15 @@ func TestLeases_ExactUnderConcurrency(t *testing.T) {
 				}
 				used := int64((i*7 + g) % int(granted+1))
 				r.admitted += used
+				// And one request decided by the store, per request.
+				d, err := cl.Do(ctx, "FWC.THROTTLE", "k", limit, 60).Int64Slice()
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if d[0] == 0 {
+					r.admitted++
+				}
 				for range 1 + i%2 { // every other return is retried
 					if err := cl.Do(ctx, "QUOTA.RETURN", v[0], used).Err(); err != nil {
 						t.Error(err)
