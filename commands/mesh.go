@@ -74,6 +74,9 @@ func (s *Server) meshRefusal(spec *Spec) string {
 	if s.mesh == nil || spec.Flags&Write == 0 {
 		return ""
 	}
+	if spec.Name == "quota.lease" || spec.Name == "quota.return" {
+		return "ERR " + strings.ToUpper(spec.Name) + " is not supported with CRDT replication: a lease's return credits units back, which per-origin states cannot merge idempotently (use a Raft cluster or a single node)"
+	}
 	if (spec.Name == "flushdb" || spec.Name == "flushall") && !s.mesh.Alone() {
 		return "ERR " + strings.ToUpper(spec.Name) + " is not supported on a node with CRDT peers: the other nodes would send the keys back"
 	}

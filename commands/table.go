@@ -300,6 +300,8 @@ var specs = []*Spec{
 			{Name: "reload", Categories: CatAdmin | CatWrite | CatSlow | CatDangerous},
 			{Name: "set", Categories: CatAdmin | CatWrite | CatSlow | CatDangerous},
 		}, Prepare: policyPrepare, Run: policyCmd},
+	{Name: "quota.lease", Arity: -6, Flags: Write | DenyOOM | NoScript, FirstKey: 1, LastKey: 1, Step: 1, Locks: leaseTableLocks, Access: KeyRead | KeyWrite, Categories: CatWrite | CatRatelimit | CatSlow, Group: "throttle", Summary: "Leases a batch of a rate limit's units to a holder (eager or lazy).", Run: quotaLease},
+	{Name: "quota.return", Arity: 3, Flags: Write | NoScript, KeysFn: quotaReturnKeys, Locks: leaseTableLocks, Access: KeyRead | KeyWrite, Categories: CatWrite | CatRatelimit | CatSlow, Group: "throttle", Summary: "Ends a lease: credits back its unused units, or charges a lazy lease's use.", Run: quotaReturn},
 	{Name: "throttle.all", Arity: -5, Flags: Write | DenyOOM, KeysFn: throttleAllKeys, Access: KeyRead | KeyWrite, Categories: CatWrite | CatRatelimit | CatSlow, Group: "throttle", Summary: "Checks several rate limits and consumes from all of them only if all allow.", Run: throttleAll},
 
 	// scripting
