@@ -22,6 +22,11 @@ import (
 // all the same, since others may hold its history. See docs/replication.md
 // for which concurrent admissions stay.
 //
+// The keys' quota leases (docs/leases.md) go with their history: a lease
+// granted before the reset was charged to the history forgiven, so its
+// return must not credit the fresh key (QUOTA.RETURN then answers "no such
+// lease"). Leases are refused on a mesh, so only the DEL path holds any.
+//
 // It is in @keyspace and @write, like DEL, not in @ratelimit: a gateway's
 // user, granted +@ratelimit, cannot reset the limits it enforces.
 func throttleReset(c *Ctx) {
@@ -33,6 +38,7 @@ func throttleReset(c *Ctx) {
 			if c.deleteKey(k) {
 				n++
 			}
+			c.deleteKey(leaseTableKey(k))
 		}
 		c.W.Int(n)
 		return
@@ -71,4 +77,11 @@ func throttleReset(c *Ctx) {
 		m.Changed(db, k, next, exp)
 	}
 	c.W.Int(n)
+}
+
+// resetLocks locks the lease tables THROTTLE.RESET deletes with its keys.
+func resetLocks(_ *Server, _ *connState, args [][]byte, fn func(key []byte)) {
+	for _, k := range args[1:] {
+		fn(leaseTableKey(k))
+	}
 }
