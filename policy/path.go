@@ -42,8 +42,10 @@ func AppendNormalized(segs []string, path string) ([]string, bool) {
 		return nil, false
 	}
 	for rest := path[1:]; ; {
-		raw, after, more := strings.Cut(rest, "/")
-		rest = after
+		raw, more := rest, false
+		if i := strings.IndexByte(rest, '/'); i >= 0 {
+			raw, rest, more = rest[:i], rest[i+1:], true
+		}
 		seg, ok := decodeSegment(raw)
 		if !ok {
 			return nil, false
@@ -70,7 +72,7 @@ func Join(segs []string) string { return "/" + strings.Join(segs, "/") }
 // and upper-cases the others' hex digits; false for a malformed escape or a
 // byte no path may hold (controls, space, DEL).
 func decodeSegment(s string) (string, bool) {
-	if !strings.ContainsAny(s, "%") {
+	if strings.IndexByte(s, '%') < 0 {
 		for i := 0; i < len(s); i++ {
 			if s[i] <= ' ' || s[i] == 0x7f {
 				return "", false
