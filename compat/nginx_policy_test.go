@@ -2,6 +2,7 @@ package compat
 
 import (
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -145,5 +146,111 @@ func TestNginxPolicyFailure(t *testing.T) {
 				t.Errorf("error log: %d lines with %q, want %d:\n%s", got, store.err, n, strings.Join(lines, "\n"))
 			}
 		})
+	}
+}
+
+// kongPolicyStart runs examples/kong/plugins/throttled-policy's own files
+// on the PDK shim (compat/nginx/kong.conf, location /v1/) against addr.
+func kongPolicyStart(t *testing.T, bin string, subst map[string]string, env ...string) *nginxServer {
+	t.Helper()
+	dir, err := filepath.Abs("../examples/kong/plugins/throttled-policy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kongStart(t, bin, nginxConfig{subst: subst, env: append(env, "KONG_PLUGIN_DIR="+dir), errorsExpected: len(subst) > 0})
+}
+
+// TestNginxKongPolicy runs the Kong plugin as the user examples/kong's
+// README makes for it, with the policies and timeline of TestNginxPolicy:
+// the consumer is the principal (else the address), X-Tenant the tenant,
+// and a limited request gets Kong's 429 body with every header exact.
+func TestNginxKongPolicy(t *testing.T) {
+	bin := nginxLook(t)
+	t.Parallel()
+	e2eModes(t, func(t *testing.T, start e2eStart) {
+		const pass, userPass = "kong-s3cret", "kong-policy-pw"
+		node := start(t, server.Config{RequirePass: pass})
+		admin := nginxDialAdmin(t, node, pass)
+		admin.want(t, "+OK\r\n", gatewayRecipe(t, "../examples/kong/README.md", "kong-policy", userPass)...)
+		admin.want(t, ":2\r\n", "POLICY", "LOAD", nginxPolicies)
+		ngx := kongPolicyStart(t, bin, map[string]string{}, append(gatewayEnv(t, node.Addr()), "THROTTLED_PASSWORD="+userPass)...)
+		before := admin.calls(t)
+
+		const items = `"items.1";q=3;w=2, "items.2";q=5;w=60`
+		limitedBody := `{"message":"API rate limit exceeded"}` + "\n"
+		for i, s := range []struct {
+			headers []string
+			path    string
+			want    string // status [X-RateLimit-*] RateLimit-Policy | RateLimit | Retry-After
+			body    string
+		}{
+			{[]string{"X-Test-Consumer-Id", "c1"}, "/v1/orgs/acme/items/1", `200 [3 2 2] ` + items + ` | "items.1";r=2;t=2, "items.2";r=4;t=40 | `, ""},
+			{[]string{"X-Test-Consumer-Id", "c1"}, "/v1/orgs/acme//items/./2?x=1", `200 [3 1 4] ` + items + ` | "items.1";r=1;t=4, "items.2";r=3;t=40 | `, ""},
+			{[]string{"X-Test-Consumer-Id", "c1"}, "/v1/orgs/acme/items/3", `200 [3 0 6] ` + items + ` | "items.1";r=0;t=6, "items.2";r=2;t=40 | `, ""},
+			{[]string{"X-Test-Consumer-Id", "c1"}, "/v1/orgs/acme/items/4", `429 [3 0 6] ` + items + ` | "items.1";r=0;t=6, "items.2";r=2;t=40 | 2`, limitedBody},
+			// Another tenant's keys, and the address when no consumer.
+			{[]string{"X-Test-Consumer-Id", "c1", "X-Tenant", "acme"}, "/v1/orgs/acme/items/5", `200 [3 2 2] ` + items + ` | "items.1";r=2;t=2, "items.2";r=4;t=40 | `, ""},
+			{nil, "/v1/orgs/acme/items/6", `200 [3 2 2] ` + items + ` | "items.1";r=2;t=2, "items.2";r=4;t=40 | `, ""},
+			{nil, "/v1/nowhere", `200 [1 0 1] "unknown.1";q=1;w=1 | "unknown.1";r=0;t=1 | `, ""},
+			{nil, "/v1/elsewhere", `429 [1 0 1] "unknown.1";q=1;w=1 | "unknown.1";r=0;t=1 | 1`, limitedBody},
+		} {
+			r := nginxGet(t, ngx.url+s.path, s.headers...)
+			h := r.header
+			body := s.body
+			if body == "" {
+				body = "hello from the upstream: " + s.path + "\n"
+			}
+			got := fmt.Sprintf("%d [%s %s %s] %s | %s | %s", r.status, h.Get("X-RateLimit-Limit"), h.Get("X-RateLimit-Remaining"), h.Get("X-RateLimit-Reset"),
+				h.Get("RateLimit-Policy"), h.Get("RateLimit"), h.Get("Retry-After"))
+			if got != s.want || r.body != body {
+				t.Errorf("step %d (%q %s):\n got %s %q\nwant %s %q", i, s.headers, s.path, got, r.body, s.want, body)
+			}
+		}
+		admin.want(t, ":3\r\n", "EXISTS", "policy:items:1::consumer:c1", "policy:items:1:acme:consumer:c1", "policy:items:1::ip:127.0.0.1")
+		admin.wantCalls(t, before, "auth=1 throttle.policy=8", "auth", "throttle.policy")
+	})
+}
+
+// TestNginxKongPolicyFailure: with fault_tolerant false (the schema's
+// default) no decision is 503; with true the request passes. Each logs.
+func TestNginxKongPolicyFailure(t *testing.T) {
+	bin := nginxLook(t)
+	t.Parallel()
+	const pass = "gw-s3cret"
+	erring, dead := gatewayStores(t, pass, "-throttle.policy")
+	for _, store := range []struct {
+		name string
+		env  []string
+		err  string
+	}{
+		{"error reply", append(gatewayEnv(t, erring.Addr()), "THROTTLED_PASSWORD="+pass),
+			"THROTTLE.POLICY GET /v1/orgs/acme/items/1: NOPERM this user has no permissions to run the 'throttle.policy' command"},
+		{"unreachable", gatewayEnv(t, dead), "connect: connection refused"},
+	} {
+		for _, mode := range []struct {
+			tolerant string
+			status   int
+			log      string
+		}{{"false", 503, "(503)"}, {"true", 200, "(fault_tolerant: request let through)"}} {
+			t.Run(store.name+"/fault_tolerant="+mode.tolerant, func(t *testing.T) {
+				t.Parallel()
+				ngx := kongPolicyStart(t, bin, map[string]string{
+					`set $kong_conf_fault_tolerant "false";`: `set $kong_conf_fault_tolerant "` + mode.tolerant + `";`,
+					// AUTH <password>: the default user, whom the erring
+					// store refuses THROTTLE.POLICY.
+					`set $kong_conf_username "kong-policy";`: `set $kong_conf_username "";`,
+				}, store.env...)
+				const n = 3
+				for i := range n {
+					if r := nginxGet(t, ngx.url+"/v1/orgs/acme/items/1"); r.status != mode.status || r.header.Get("RateLimit") != "" {
+						t.Errorf("request %d: got %d RateLimit %q, want %d and none", i, r.status, r.header.Get("RateLimit"), mode.status)
+					}
+				}
+				lines := ngx.errors()
+				if got := gatewayCount(lines, "throttled-policy: "+store.err+" "+mode.log); got != n {
+					t.Errorf("error log: %d lines with %q, want %d:\n%s", got, store.err, n, strings.Join(lines, "\n"))
+				}
+			})
+		}
 	}
 }
