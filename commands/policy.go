@@ -53,10 +53,11 @@ type policyRegistry struct {
 	// not rebuilt, so no decision sees half of a new set.
 	loading atomic.Int32
 
-	statsMu sync.Mutex // guards stats
-	// stats are each policy's decision counters, kept while the policy is
-	// in the table: bounded by policy.MaxPolicies, never per principal.
-	stats map[string]*PolicyStats
+	// stats are each policy's decision counters (id -> *PolicyStats),
+	// kept while the policy is in the table: bounded by
+	// policy.MaxPolicies, never per principal. A sync.Map: a decision
+	// counts without a lock shared by every connection.
+	stats sync.Map
 }
 
 // PolicyStats are one policy's decisions since the start: calls allowed,
@@ -68,13 +69,11 @@ type PolicyStats struct {
 
 // count records a decision of p.
 func (r *policyRegistry) count(id string, limited, shadowed bool) {
-	r.statsMu.Lock()
-	st := r.stats[id]
-	if st == nil {
-		st = &PolicyStats{}
-		r.stats[id] = st
+	v, ok := r.stats.Load(id)
+	if !ok {
+		v, _ = r.stats.LoadOrStore(id, &PolicyStats{})
 	}
-	r.statsMu.Unlock()
+	st := v.(*PolicyStats)
 	switch {
 	case shadowed:
 		st.ShadowLimited.Add(1)
@@ -90,22 +89,21 @@ func (r *policyRegistry) count(id string, limited, shadowed bool) {
 func (s *Server) PolicyStats(fn func(id string, st *PolicyStats)) {
 	t := s.policies.Table()
 	r := s.policies
-	r.statsMu.Lock()
-	defer r.statsMu.Unlock()
 	for _, p := range t.Policies() {
-		if st := r.stats[p.ID]; st != nil {
-			fn(p.ID, st)
+		if st, ok := r.stats.Load(p.ID); ok {
+			fn(p.ID, st.(*PolicyStats))
 		}
 	}
-	for id := range r.stats {
-		if _, ok := t.Get(id); !ok {
-			delete(r.stats, id) // the policy is gone
+	r.stats.Range(func(id, _ any) bool {
+		if _, ok := t.Get(id.(string)); !ok {
+			r.stats.Delete(id) // the policy is gone
 		}
-	}
+		return true
+	})
 }
 
 func newPolicyRegistry(st *store.Store, log *slog.Logger) *policyRegistry {
-	r := &policyRegistry{log: log, raw: map[string][]byte{}, stats: map[string]*PolicyStats{}}
+	r := &policyRegistry{log: log, raw: map[string][]byte{}}
 	empty, _ := policy.New(nil)
 	r.table.Store(empty)
 	st.SetSystemWatch(r.watch)

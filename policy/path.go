@@ -30,25 +30,28 @@ func Normalize(path string) ([]string, bool) {
 }
 
 // AppendNormalized is Normalize appending the segments to segs, which a
-// caller can reuse between calls; a clean path's segments alias it.
+// caller can reuse between calls; a clean path's segments alias it. It
+// reads the path once: only a segment holding an escape is decoded.
 func AppendNormalized(segs []string, path string) ([]string, bool) {
-	for i := 0; i < len(path); i++ {
-		if path[i] == '?' || path[i] == '#' {
-			path = path[:i]
-			break
-		}
-	}
-	if !strings.HasPrefix(path, "/") {
+	if path == "" || path[0] != '/' {
 		return nil, false
 	}
-	for rest := path[1:]; ; {
-		raw, more := rest, false
-		if i := strings.IndexByte(rest, '/'); i >= 0 {
-			raw, rest, more = rest[:i], rest[i+1:], true
+	start, escaped := 1, false
+	for i := 1; ; i++ {
+		last := i == len(path) || path[i] == '?' || path[i] == '#'
+		if !last && path[i] != '/' {
+			if c := path[i]; c <= ' ' || c == 0x7f {
+				return nil, false
+			}
+			escaped = escaped || path[i] == '%'
+			continue
 		}
-		seg, ok := decodeSegment(raw)
-		if !ok {
-			return nil, false
+		seg := path[start:i]
+		if escaped {
+			var ok bool
+			if seg, ok = decodeSegment(seg); !ok {
+				return nil, false
+			}
 		}
 		switch seg {
 		case "", ".":
@@ -59,9 +62,10 @@ func AppendNormalized(segs []string, path string) ([]string, bool) {
 		default:
 			segs = append(segs, seg)
 		}
-		if !more {
+		if last {
 			return segs, true
 		}
+		start, escaped = i+1, false
 	}
 }
 
