@@ -111,6 +111,28 @@ func nginxStartExample(t *testing.T, bin string, subst map[string]string, env []
 	})
 }
 
+// policyFailureStore is a store that gives a policy gateway no decision:
+// the environment that points the gateway at it, and the error it logs
+// for GET /v1/orgs/acme/items/1.
+type policyFailureStore struct {
+	name string
+	env  []string
+	err  string
+}
+
+// policyFailureStores are an error reply (the default user, logged in with
+// AUTH <password>, may not run THROTTLE.POLICY: NOPERM) and a dead port.
+func policyFailureStores(t *testing.T) []policyFailureStore {
+	const pass = "gw-s3cret"
+	// The old recipe's +@ratelimit holds THROTTLE.POLICY: take it away.
+	erring, dead := gatewayStores(t, pass, "-throttle.policy")
+	return []policyFailureStore{
+		{"error reply", append(gatewayEnv(t, erring.Addr()), "THROTTLED_PASSWORD="+pass),
+			"THROTTLE.POLICY GET /v1/orgs/acme/items/1: NOPERM this user has no permissions to run the 'throttle.policy' command"},
+		{"unreachable", gatewayEnv(t, dead), "connect: connection refused"},
+	}
+}
+
 // TestNginxPolicyFailure: the policy gateway fails closed. When throttled
 // answers an error (a user that may not run THROTTLE.POLICY: NOPERM) or
 // cannot be reached, every request gets 503 without rate-limit headers, and
@@ -118,18 +140,7 @@ func nginxStartExample(t *testing.T, bin string, subst map[string]string, env []
 func TestNginxPolicyFailure(t *testing.T) {
 	bin := nginxLook(t)
 	t.Parallel()
-	const pass = "gw-s3cret"
-	// The old recipe's +@ratelimit holds THROTTLE.POLICY: take it away.
-	erring, dead := gatewayStores(t, pass, "-throttle.policy")
-	for _, store := range []struct {
-		name string
-		env  []string
-		err  string
-	}{
-		{"error reply", append(gatewayEnv(t, erring.Addr()), "THROTTLED_PASSWORD="+pass),
-			"THROTTLE.POLICY GET /v1/orgs/acme/items/1: NOPERM this user has no permissions to run the 'throttle.policy' command"},
-		{"unreachable", gatewayEnv(t, dead), "connect: connection refused"},
-	} {
+	for _, store := range policyFailureStores(t) {
 		t.Run(store.name, func(t *testing.T) {
 			t.Parallel()
 			ngx := nginxStartExample(t, bin, map[string]string{}, store.env)
@@ -216,17 +227,7 @@ func TestNginxKongPolicy(t *testing.T) {
 func TestNginxKongPolicyFailure(t *testing.T) {
 	bin := nginxLook(t)
 	t.Parallel()
-	const pass = "gw-s3cret"
-	erring, dead := gatewayStores(t, pass, "-throttle.policy")
-	for _, store := range []struct {
-		name string
-		env  []string
-		err  string
-	}{
-		{"error reply", append(gatewayEnv(t, erring.Addr()), "THROTTLED_PASSWORD="+pass),
-			"THROTTLE.POLICY GET /v1/orgs/acme/items/1: NOPERM this user has no permissions to run the 'throttle.policy' command"},
-		{"unreachable", gatewayEnv(t, dead), "connect: connection refused"},
-	} {
+	for _, store := range policyFailureStores(t) {
 		for _, mode := range []struct {
 			tolerant string
 			status   int
