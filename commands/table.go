@@ -3,6 +3,8 @@ package commands
 import (
 	"fmt"
 	"strings"
+
+	"github.com/throttleddb/throttled/store"
 )
 
 // Flags describe how the dispatcher treats a command.
@@ -55,8 +57,9 @@ type Spec struct {
 	// Locks finds the keys whose shards a call must hold when the server,
 	// not the arguments, names them: THROTTLE.POLICY's tiers' keys come
 	// from the policy table. They are locked as KeysFn's are, but are not
-	// the call's keys for ACL patterns or COMMAND GETKEYS.
-	Locks func(s *Server, st *connState, args [][]byte, fn func(key []byte))
+	// the call's keys for ACL patterns or COMMAND GETKEYS. It adds their
+	// shards to l itself: a callback would cost the call an allocation.
+	Locks func(s *Server, st *connState, args [][]byte, l *store.LockSet)
 	// Prepare turns a call into the one that is logged and run, on the node
 	// the client asked, before it is queued, proposed or run: POLICY
 	// RELOAD reads the policy file there and becomes POLICY LOAD with its
