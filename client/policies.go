@@ -97,7 +97,9 @@ func (p *Policies) Decide(ctx context.Context, req PolicyRequest) (PolicyResult,
 // tier, limit, remaining, reset_ms, retry_after_ms, shadow, and every tier
 // as [algorithm, limit, remaining, reset_ms, retry_after_ms, window_ms].
 func policyReply(v []any) (PolicyResult, error) {
-	bad := func() (PolicyResult, error) { return PolicyResult{}, fmt.Errorf("client: THROTTLE.POLICY answered %v", v) }
+	bad := func() (PolicyResult, error) {
+		return PolicyResult{}, fmt.Errorf("client: THROTTLE.POLICY answered %v", v)
+	}
 	if len(v) != 10 {
 		return bad()
 	}
