@@ -76,8 +76,10 @@ type Result struct {
 	RetryAfter time.Duration // when refused: until a retry could pass; -1 when it never fits (or allowed)
 	ResetAfter time.Duration // until the deciding tier is full again
 	Delay      time.Duration // lb: how long to hold an admitted request before forwarding it
-	// Tiers are every tier's state, in the order of Config.Tiers.
+	// Tiers are every tier's state, in the order of Config.Tiers; Tier is
+	// the deciding one's index in it.
 	Tiers []TierState
+	Tier  int
 	// Fallback: the store gave no decision; Fail decided (and, failing
 	// open, the fallback limiter).
 	Fallback bool

@@ -115,7 +115,7 @@ func policyReply(v []any) (PolicyResult, error) {
 	r.Policy, _ = v[1].(string) // nil: no policy
 	r.Endpoint, _ = v[2].(string)
 	r.Allowed, r.Shadow = ints[0] == 0, ints[8] != 0
-	r.Limit, r.Remaining = ints[4], ints[5]
+	r.Limit, r.Remaining, r.Tier = ints[4], ints[5], max(int(ints[3])-1, 0)
 	r.ResetAfter, r.RetryAfter = msDur(ints[6]), msDur(ints[7])
 	tiers, ok := v[9].([]any)
 	if !ok {

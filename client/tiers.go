@@ -186,7 +186,7 @@ func combine(states []TierState, delay time.Duration) Result {
 	}
 	s := states[d]
 	r := Result{Allowed: allowed, Limit: s.Limit, Remaining: s.Remaining, RetryAfter: s.RetryAfter,
-		ResetAfter: s.ResetAfter, Tiers: states}
+		ResetAfter: s.ResetAfter, Tiers: states, Tier: d}
 	if allowed {
 		r.RetryAfter, r.Delay = -1, delay
 	}
