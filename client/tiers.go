@@ -63,22 +63,23 @@ func tierKey(key string, i, n int) string {
 	return key + ":" + strconv.Itoa(i+1)
 }
 
-// params are a tier's command arguments after its key and before a
-// quantity, and whether its replies are in milliseconds. THROTTLE.ALL takes
-// the same parameters, so one list serves both.
-func (t tier) params() (args []any, ms bool) {
+// params are a tier's command arguments after its key: the algorithm's
+// positional parameters (before a quantity), its options (after it), and
+// whether its replies are in milliseconds. THROTTLE.ALL and QUOTA.LEASE
+// take the same, so one list serves all three.
+func (t tier) params() (pos, opts []any, ms bool) {
 	switch t.Algorithm {
 	case policy.GCRA:
-		return []any{t.Burst, t.Count, t.Period / 1000}, false
+		return []any{t.Burst, t.Count, t.Period / 1000}, nil, false
 	case policy.FWC, policy.SWL:
-		return []any{t.Limit, t.Period, "MS"}, true
+		return []any{t.Limit, t.Period}, []any{"MS"}, true
 	case policy.SWC:
 		if t.Subwindows != 0 {
-			return []any{t.Limit, t.Period, "SUBWINDOWS", t.Subwindows, "MS"}, true
+			return []any{t.Limit, t.Period}, []any{"SUBWINDOWS", t.Subwindows, "MS"}, true
 		}
-		return []any{t.Limit, t.Period, "MS"}, true
+		return []any{t.Limit, t.Period}, []any{"MS"}, true
 	default: // tb, lb
-		return []any{t.Burst, t.Count, t.Period, "MS"}, true
+		return []any{t.Burst, t.Count, t.Period}, []any{"MS"}, true
 	}
 }
 
@@ -95,13 +96,8 @@ func (t tier) command() string {
 func decideRemote(ctx context.Context, rdb redis.UniversalClient, ts []tier, key string, n int64) (Result, error) {
 	if len(ts) == 1 {
 		t := ts[0]
-		p, ms := t.params()
-		args := []any{t.command(), key}
-		if t.Algorithm == policy.GCRA {
-			args = append(append(args, p...), n)
-		} else { // the quantity goes before MS and SUBWINDOWS
-			args = append(append(append(args, p[:2]...), n), p[2:]...)
-		}
+		pos, opts, ms := t.params()
+		args := append(append(append([]any{t.command(), key}, pos...), n), opts...)
 		v, err := rdb.Do(ctx, args...).Slice()
 		if err != nil {
 			return Result{}, err
@@ -114,8 +110,8 @@ func decideRemote(ctx context.Context, rdb redis.UniversalClient, ts []tier, key
 	}
 	args := []any{"THROTTLE.ALL", "QUANTITY", n}
 	for i, t := range ts {
-		p, _ := t.params()
-		args = append(append(args, "LIMIT", t.Algorithm, tierKey(key, i, len(ts))), p...)
+		pos, opts, _ := t.params()
+		args = append(append(append(args, "LIMIT", t.Algorithm, tierKey(key, i, len(ts))), pos...), opts...)
 	}
 	v, err := rdb.Do(ctx, args...).Slice()
 	if err != nil {
@@ -131,7 +127,7 @@ func decideRemote(ctx context.Context, rdb redis.UniversalClient, ts []tier, key
 		if !ok {
 			return Result{}, fmt.Errorf("client: THROTTLE.ALL answered %v for tier %d", v[i+1], i+1)
 		}
-		_, ms := t.params()
+		_, _, ms := t.params()
 		var d time.Duration
 		if states[i], d, err = tierReply(t, sub, ms); err != nil {
 			return Result{}, err
