@@ -347,3 +347,44 @@ func TestStoreStopped(t *testing.T) {
 		t.Errorf("a third client past FallbackKeys 2: %d", res.StatusCode)
 	}
 }
+
+// TestTwoLayer: two middleware instances in two-layer mode each decide
+// from their local counts (no store call per request) and send them at
+// Close: the store's window counter holds what both admitted.
+func TestTwoLayer(t *testing.T) {
+	rdb := store(t)
+	var hs []http.Handler
+	var ms []*httplimit.Middleware
+	for range 2 {
+		m, err := httplimit.New(httplimit.Config{Client: rdb, Policies: policies(t, `
+- id: items
+  methods: [GET]
+  pathPattern: /v1/items/*
+  tiers: [{period: 3600, threshold: 100}]
+`), Mode: client.TwoLayer, SyncInterval: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ms = append(ms, m)
+		hs = append(hs, m.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})))
+	}
+	window := time.Now().Truncate(time.Hour).UnixMilli()
+	for _, h := range hs {
+		got := statuses(5, func(int) *http.Response { return req(h, "GET", "/v1/items/7", "198.51.100.66:4000") })
+		want(t, "one instance", got, 5)
+	}
+	if n := len(keys(t, rdb)); n != 0 {
+		t.Fatalf("%d keys before a sync: the requests went to the store", n)
+	}
+	for _, m := range ms {
+		if err := m.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if time.Now().Truncate(time.Hour).UnixMilli() != window {
+		t.Skip("the hour changed under the test")
+	}
+	if n, err := rdb.Get(context.Background(), fmt.Sprintf("httplimit:items::ip:198.51.100.66:%d", window)).Int64(); err != nil || n != 10 {
+		t.Errorf("the window's counter: %d, %v; want 10", n, err)
+	}
+}
