@@ -299,6 +299,10 @@ var specs = []*Spec{
 			{Name: "reload", Categories: CatAdmin | CatWrite | CatSlow | CatDangerous},
 			{Name: "set", Categories: CatAdmin | CatWrite | CatSlow | CatDangerous},
 		}, Prepare: policyPrepare, Run: policyCmd},
+	// Node-local and outside the keyspace (telemetry.go): neither Write nor
+	// ReadOnly, so a replicated node runs them without the log.
+	{Name: "telemetry.report", Arity: -5, Flags: NoScript, Categories: CatRatelimit | CatSlow, Group: "throttle", Summary: "Reports a client's requests and 429s to its group and returns the group's aggregate (never charges a quota).", Run: telemetryReport},
+	{Name: "telemetry.get", Arity: 2, Flags: NoScript, Categories: CatRatelimit | CatSlow, Group: "throttle", Summary: "Returns a telemetry group's aggregate.", Run: telemetryGet},
 	{Name: "throttle.all", Arity: -5, Flags: Write | DenyOOM, KeysFn: throttleAllKeys, Access: KeyRead | KeyWrite, Categories: CatWrite | CatRatelimit | CatSlow, Group: "throttle", Summary: "Checks several rate limits and consumes from all of them only if all allow.", Run: throttleAll},
 
 	// scripting
