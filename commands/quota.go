@@ -422,12 +422,12 @@ func quotaReturnKeys(args [][]byte, fn func(key []byte)) {
 }
 
 // leaseTableLocks locks the lease table's key of the call's key.
-func leaseTableLocks(_ *Server, _ *connState, args [][]byte, fn func(key []byte)) {
+func leaseTableLocks(s *Server, _ *connState, args [][]byte, l *store.LockSet) {
 	if is(args[0], "quota.lease") {
-		fn(leaseTableKey(args[1]))
+		l.Add(s.store, leaseTableKey(args[1]))
 		return
 	}
-	quotaReturnKeys(args, func(key []byte) { fn(leaseTableKey(key)) })
+	quotaReturnKeys(args, func(key []byte) { l.Add(s.store, leaseTableKey(key)) })
 }
 
 // QUOTA.RETURN: see the top of the file.

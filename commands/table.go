@@ -305,6 +305,10 @@ var specs = []*Spec{
 		}, Prepare: policyPrepare, Run: policyCmd},
 	{Name: "quota.lease", Arity: -6, Flags: Write | DenyOOM | NoScript, FirstKey: 1, LastKey: 1, Step: 1, Locks: leaseTableLocks, Access: KeyRead | KeyWrite, Categories: CatWrite | CatRatelimit | CatSlow, Group: "throttle", Summary: "Leases a batch of a rate limit's units to a holder (eager or lazy).", Run: quotaLease},
 	{Name: "quota.return", Arity: 3, Flags: Write | NoScript, KeysFn: quotaReturnKeys, Locks: leaseTableLocks, Access: KeyRead | KeyWrite, Categories: CatWrite | CatRatelimit | CatSlow, Group: "throttle", Summary: "Ends a lease: credits back its unused units, or charges a lazy lease's use.", Run: quotaReturn},
+	// Node-local and outside the keyspace (telemetry.go): neither Write nor
+	// ReadOnly, so a replicated node runs them without the log.
+	{Name: "telemetry.report", Arity: -5, Flags: NoScript, Categories: CatRatelimit | CatSlow, Group: "throttle", Summary: "Reports a client's requests and 429s to its group and returns the group's aggregate (never charges a quota).", Run: telemetryReport},
+	{Name: "telemetry.get", Arity: 2, Flags: NoScript, Categories: CatRatelimit | CatSlow, Group: "throttle", Summary: "Returns a telemetry group's aggregate.", Run: telemetryGet},
 	{Name: "throttle.all", Arity: -5, Flags: Write | DenyOOM, KeysFn: throttleAllKeys, Access: KeyRead | KeyWrite, Categories: CatWrite | CatRatelimit | CatSlow, Group: "throttle", Summary: "Checks several rate limits and consumes from all of them only if all allow.", Run: throttleAll},
 
 	// scripting

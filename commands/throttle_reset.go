@@ -80,8 +80,8 @@ func throttleReset(c *Ctx) {
 }
 
 // resetLocks locks the lease tables THROTTLE.RESET deletes with its keys.
-func resetLocks(_ *Server, _ *connState, args [][]byte, fn func(key []byte)) {
+func resetLocks(s *Server, _ *connState, args [][]byte, l *store.LockSet) {
 	for _, k := range args[1:] {
-		fn(leaseTableKey(k))
+		l.Add(s.store, leaseTableKey(k))
 	}
 }
