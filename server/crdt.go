@@ -81,7 +81,7 @@ func checkCRDT(cfg *Config) error {
 		// Over TCP a peer whose address can never be dialled would be
 		// reported unreachable forever: refuse it now.
 		for _, id := range slices.Sorted(maps.Keys(cfg.CRDT.Peers)) {
-			if err := hostport.Check(cfg.CRDT.Peers[id]); err != nil && id != cfg.CRDT.NodeID {
+			if err := hostport.Dialable(cfg.CRDT.Peers[id]); err != nil && id != cfg.CRDT.NodeID {
 				return fmt.Errorf("--peers %s: %w", id, err)
 			}
 		}
@@ -120,10 +120,15 @@ func checkNotCRDT(dir string) error {
 
 func crdtConfig(cfg *Config) crdt.Config {
 	c := cfg.CRDT
-	return crdt.Config{
+	out := crdt.Config{
 		ID: c.NodeID, Peers: c.Peers, SyncInterval: c.SyncInterval, MaxSkew: c.MaxSkew,
 		Transport: c.Transport, Logger: cfg.Logger,
 	}
+	if c.Transport == nil {
+		// Over TCP, CRDT PEER ADD refuses what --peers would.
+		out.CheckAddr = hostport.Dialable
+	}
+	return out
 }
 
 // nextIncarnation returns this start's incarnation and records it in dir:

@@ -69,10 +69,39 @@ func TestCRDT_BadPeerAddress(t *testing.T) {
 		"127.0.0.1:0":        "the port must be a number",
 		"127.0.0.1":          "want host:port",
 		":7001":              "the host is missing",
+		"0.0.0.0:7001":       "a wildcard host names no node to dial",
 	} {
 		_, err := servertest.Open(server.Config{CRDT: &server.CRDTConfig{NodeID: "x", ClusterAddr: "127.0.0.1:0", Peers: map[string]string{"y": addr}}})
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("--peers y=%s: %v, want %q", addr, err, want)
 		}
+	}
+}
+
+// TestCRDT_PeerAddBadAddress: CRDT PEER ADD refuses, with an error reply
+// and no peer added, what --peers refuses at start (it used to add the
+// peer and log "peer unreachable" forever).
+func TestCRDT_PeerAddBadAddress(t *testing.T) {
+	n := servertest.Start(t, server.Config{CRDT: &server.CRDTConfig{NodeID: "x", ClusterAddr: "127.0.0.1:0"}})
+	c := client(t, n.Addr(), nil)
+	ctx := context.Background()
+	for addr, want := range map[string]string{
+		"127.0.0.1:notaport": `ERR peer y: "127.0.0.1:notaport": the port must be a number from 1 to 65535`,
+		"127.0.0.1:0":        "the port must be a number",
+		"127.0.0.1":          "want host:port",
+		":7001":              "the host is missing",
+		"0.0.0.0:7001":       "a wildcard host names no node to dial",
+		"[::]:7001":          "a wildcard host names no node to dial",
+	} {
+		err := c.Do(ctx, "CRDT", "PEER", "ADD", "y", addr).Err()
+		if err == nil || !strings.HasPrefix(err.Error(), "ERR ") || !strings.Contains(err.Error(), want) {
+			t.Errorf("CRDT PEER ADD y %s: %v, want %q", addr, err, want)
+		}
+	}
+	if v, err := c.Do(ctx, "CRDT", "PEERS").Slice(); err != nil || len(v) != 0 {
+		t.Fatalf("CRDT PEERS after refused adds: %v %v, want none", v, err)
+	}
+	if err := c.Do(ctx, "CRDT", "PEER", "ADD", "y", "127.0.0.1:7001").Err(); err != nil {
+		t.Fatalf("CRDT PEER ADD with a good address: %v", err)
 	}
 }

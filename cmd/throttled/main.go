@@ -435,7 +435,7 @@ func parsePeers(v string) (map[string]string, error) {
 		if !ok || id == "" || addr == "" {
 			return nil, fmt.Errorf("want id=host:port, got %q", item)
 		}
-		if err := hostport.Check(addr); err != nil {
+		if err := hostport.Dialable(addr); err != nil {
 			return nil, fmt.Errorf("%s: %w", id, err)
 		}
 		if _, dup := peers[id]; dup {

@@ -27,6 +27,18 @@ func Check(addr string) error {
 	return nil
 }
 
+// Dialable is Check, and refuses a wildcard host too: an address given
+// for another node (--peers, CRDT PEER ADD) must name the one host to dial.
+func Dialable(addr string) error {
+	if err := Check(addr); err != nil {
+		return err
+	}
+	if Wildcard(addr) {
+		return fmt.Errorf("%q: a wildcard host names no node to dial: give the host the node is reached at", addr)
+	}
+	return nil
+}
+
 // Wildcard reports whether addr's host is an unspecified address (0.0.0.0,
 // ::), which listens on every interface but names none another host can
 // dial.

@@ -33,3 +33,17 @@ func TestWildcard(t *testing.T) {
 		}
 	}
 }
+
+func TestDialable(t *testing.T) {
+	for addr, want := range map[string]string{
+		"127.0.0.1:7001":     "",
+		"127.0.0.1:notaport": "the port must be a number",
+		"0.0.0.0:7001":       "wildcard",
+		"[::]:7001":          "wildcard",
+	} {
+		err := Dialable(addr)
+		if want == "" && err != nil || want != "" && (err == nil || !strings.Contains(err.Error(), want)) {
+			t.Errorf("Dialable(%q) = %v, want %q", addr, err, want)
+		}
+	}
+}

@@ -46,6 +46,11 @@ func (n *Node) AddPeer(id, addr string) error {
 	if err := checkPeer(id, addr, seen); err != nil {
 		return errString("ERR " + strings.TrimPrefix(err.Error(), ErrConfig.Error()+": "))
 	}
+	if n.cfg.CheckAddr != nil {
+		if err := n.cfg.CheckAddr(addr); err != nil {
+			return errString("ERR peer " + id + ": " + err.Error())
+		}
+	}
 	n.addPeer(id, addr)
 	n.log.Info("peer added", "peer", id, "addr", addr)
 	return nil

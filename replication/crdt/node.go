@@ -59,6 +59,10 @@ type Config struct {
 	Clock       clock.Clock
 	Transport   Transport
 	Logger      *slog.Logger
+	// CheckAddr, if set, refuses a peer address CRDT PEER ADD is given
+	// that the transport could never dial (the server checks --peers with
+	// the same function before it starts the node).
+	CheckAddr func(addr string) error
 }
 
 // ErrConfig is returned by Start for unusable settings.
