@@ -59,8 +59,10 @@ func directiveTable() map[string]redisDirective {
 	}
 
 	// The process: throttled stays in the foreground of whatever runs it.
-	warnUnless("no", "throttled does not fork: it runs in the foreground, as systemd's Type=exec expects (examples/systemd)", "daemonize")
-	warnUnless("no", "throttled sends systemd no readiness notice: run it with Type=exec (examples/systemd)", "supervised")
+	warnUnless("no", "throttled does not fork: it runs in the foreground, as systemd's Type=notify and Type=exec expect (examples/systemd)", "daemonize")
+	// Whatever the line says, throttled notifies systemd when NOTIFY_SOCKET
+	// is set (sdNotify), as Redis' supervised auto does: only upstart warns.
+	add(redisDirective{instead: "throttled notifies systemd only (READY=1 and STOPPING=1 when NOTIFY_SOCKET is set, Type=notify); it raises no SIGSTOP for upstart", asIs: []string{"no", "systemd", "auto"}}, "supervised")
 	warnUnless("no", "throttled shows no logo", "always-show-logo")
 	warnUnless("no", procTitle, "set-proc-title")
 	warn(procTitle, "proc-title-template")

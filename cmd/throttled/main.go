@@ -329,12 +329,19 @@ func run(args []string, stdout, stderr io.Writer) (err error) {
 	if err != nil {
 		return err
 	}
+	// Start returns once the data folder has loaded and the listeners
+	// accept: that is ready for systemd's Type=notify. A Raft member is
+	// ready then too, without waiting for a leader: members started one
+	// by one would each wait for the others, past systemd's start timeout
+	// (/readyz says when a leader is known).
+	sdNotify("READY=1\nMAINPID="+strconv.Itoa(os.Getpid()), cfg.Logger)
 	select {
 	case got := <-sig:
 		cfg.Logger.Info("shutting down", "signal", got.String())
 	case <-n.Done():
 		cfg.Logger.Info("shutting down", "reason", "SHUTDOWN")
 	}
+	sdNotify("STOPPING=1", cfg.Logger)
 	return n.Close()
 }
 

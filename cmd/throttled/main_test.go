@@ -338,6 +338,7 @@ func TestExampleSystemd(t *testing.T) {
 	}
 	for _, line := range []string{
 		"ExecStart=/usr/local/bin/throttled --config /etc/throttled/throttled.conf",
+		"Type=notify",              // READY=1 from sdNotify
 		"StateDirectory=throttled", // /var/lib/throttled, the config's dir
 		"User=throttled",
 		"Restart=on-failure",
