@@ -206,6 +206,11 @@ func startRaft(cfg *Config, cmds *commands.Server, listenAddr string, certs *tls
 	if err != nil {
 		trans.Close()
 		logs.Close()
+		if errors.Is(err, raft.ErrConfig) {
+			// Such as a removed member restarted with --join: starting
+			// again would be refused the same way.
+			return nil, refused(err)
+		}
 		return nil, err
 	}
 	return &raftNode{Node: n, logs: logs}, nil

@@ -1,6 +1,7 @@
 package raft
 
 import (
+	"bytes"
 	"fmt"
 	"net"
 	"slices"
@@ -243,6 +244,32 @@ func (n *Node) join() {
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+// checkStillMember asks the member at cfg.Join, for a node that restarts
+// with stored state and --join, whether this node is still a member. One
+// that was removed (RAFT REMOVE) would otherwise start and stay out
+// without a word: its own log may still list it, but the group no longer
+// sends it anything. It is not added back by itself: someone removed it,
+// and only they know whether it should return. When cfg.Join cannot
+// answer (the whole group restarting), the node starts as before.
+func (n *Node) checkStillMember() error {
+	got := make(chan []byte, 1)
+	n.fwd.send(n.cfg.Join, request{args: [][]byte{[]byte("RAFT"), []byte("MEMBERS")},
+		done: func(r []byte) { got <- r }, deadline: time.Now().Add(n.cfg.ApplyTimeout)})
+	r := <-got
+	if len(r) == 0 || r[0] != '*' {
+		n.log.Warn("raft: could not ask --join whether this node is still a member; starting from the stored state",
+			"via", n.cfg.Join, "reply", strings.TrimSpace(string(r)))
+		return nil
+	}
+	// Each member is an array of 5 whose first element is its id.
+	if bytes.Contains(r, []byte("*5\r\n$"+strconv.Itoa(len(n.cfg.ID))+"\r\n"+n.cfg.ID+"\r\n")) {
+		return nil
+	}
+	return fmt.Errorf("%w: this node (%s) holds Raft state but is no longer a member of the group at --join %s (removed with RAFT REMOVE?): "+
+		"to join it again as a new member, empty its data folder and start it with --join; "+
+		"or, to keep its state, run RAFT JOIN %s <cluster-addr> <resp-addr> on the group first", ErrConfig, n.cfg.ID, n.cfg.Join, n.cfg.ID)
 }
 
 func (n *Node) servers() []hraft.Server {

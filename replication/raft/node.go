@@ -182,6 +182,12 @@ func Start(cfg Config, cmds *commands.Server, parts Parts) (*Node, error) {
 	cmds.SetCluster(n)
 	n.batch = newBatcher(n)
 	n.fwd = newForwarder(cfg.Password, cfg.TLS, cfg.Logger)
+	if has && cfg.Join != "" {
+		if err := n.checkStillMember(); err != nil {
+			n.fwd.close()
+			return nil, err
+		}
+	}
 	if n.r, err = hraft.NewRaft(rc, n.fsm, parts.Logs, parts.Stable, parts.Snaps, parts.Trans); err != nil {
 		return nil, err
 	}
