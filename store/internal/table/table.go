@@ -437,10 +437,13 @@ func (t *Table) Set(p Pos, e Entry) {
 		s.word = resized(s.word, len(e.Bytes))
 		copy(t.blob(s.word), e.Bytes) // nothing moves when e.Bytes is the record itself
 	case e.HasBytes:
+		// Copy before freeing: e.Bytes may be the old record, which a
+		// free overwrites with its free-list link.
+		w := t.putBlob(e.Bytes)
 		if had {
 			t.freeBlob(s.word)
 		}
-		s.word = t.putBlob(e.Bytes)
+		s.word = w
 	default:
 		if had {
 			t.freeBlob(s.word)

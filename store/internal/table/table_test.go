@@ -136,13 +136,16 @@ func run(t *testing.T, rng *rand.Rand, n, check int, step int64) {
 			w := value()
 			tb.Set(p, w.entry())
 			m[k] = w
-		case ok && r < 50: // an engine's update in place
+		case ok && r < 50: // an engine's update in place, keeping or cutting the length
 			w := m[k]
 			if w.hasBytes && len(w.b) > 0 {
 				e := tb.Get(p)
 				e.Bytes[0]++
 				w.b = append([]byte(nil), w.b...)
 				w.b[0]++
+				if r%2 == 0 && len(w.b) > 8 {
+					e.Bytes, w.b = e.Bytes[:1], w.b[:1] // another size class: the record moves
+				}
 				tb.Set(p, e)
 				m[k] = w
 			}
