@@ -45,8 +45,8 @@ type Arena struct {
 	// tail is the offset of the first never-used byte of the last chunk.
 	tail int
 	// live and freeBytes count bytes of live records and of the free
-	// lists, rounded to the size class.
-	live, freeBytes int64
+	// lists, rounded to the size class; size is the chunks' bytes.
+	live, freeBytes, size int64
 }
 
 // class returns the size class of an n-byte record and its rounded size.
@@ -73,6 +73,7 @@ func (a *Arena) Alloc(n int) Ref {
 			panic("arena: full")
 		}
 		a.chunks = append(a.chunks, make([]byte, ChunkSize))
+		a.size += ChunkSize
 		a.used = append(a.used, 0)
 		a.retired = append(a.retired, false)
 		a.tail = 0
@@ -121,13 +122,7 @@ func (a *Arena) Live() int64 { return a.live }
 func (a *Arena) FreeBytes() int64 { return a.freeBytes }
 
 // Size is the memory the arena holds: its chunks.
-func (a *Arena) Size() int64 {
-	n := int64(0)
-	for _, c := range a.chunks {
-		n += int64(len(c))
-	}
-	return n
-}
+func (a *Arena) Size() int64 { return a.size }
 
 // Chunk returns the chunk that holds r.
 func Chunk(r Ref) int { return int(r >> chunkBits) }
@@ -181,6 +176,7 @@ func (a *Arena) Retire(i int) {
 func (a *Arena) drop(i int) {
 	if a.retired[i] && a.used[i] == 0 {
 		a.chunks[i] = nil
+		a.size -= ChunkSize
 	}
 }
 

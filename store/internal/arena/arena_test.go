@@ -37,6 +37,9 @@ func model(t *testing.T, ops []byte) {
 		if a.Live() != sum {
 			t.Fatalf("Live = %d, want %d", a.Live(), sum)
 		}
+		if want := int64(len(a.chunks)-nils(a.chunks)) * ChunkSize; a.Size() != want {
+			t.Fatalf("Size = %d, chunks hold %d", a.Size(), want)
+		}
 		if a.Live()+a.FreeBytes() > a.Size() {
 			t.Fatalf("Live %d + FreeBytes %d > Size %d", a.Live(), a.FreeBytes(), a.Size())
 		}
@@ -149,4 +152,15 @@ func BenchmarkAllocFree(b *testing.B) {
 		a.Free(refs[j], 24)
 		refs[j] = a.Alloc(24)
 	}
+}
+
+// nils counts the chunks let go.
+func nils(chunks [][]byte) int {
+	n := 0
+	for _, c := range chunks {
+		if c == nil {
+			n++
+		}
+	}
+	return n
 }
