@@ -15,8 +15,9 @@
 //   - the expiry in 32 bits, milliseconds after a per-table base; an
 //     expiry too far from the base (rare: an EXPIREAT years ahead) is kept
 //     in a side map;
-//   - the kind, the persistence flags and the last access time (24 bits of
-//     seconds after a per-table base, 194 days, as Redis' LRU clock).
+//   - the kind (8 bits), the persistence flags (2) and the last access
+//     time (24 bits of seconds after a per-table base, 194 days, as Redis'
+//     LRU clock).
 //
 // Byte records of up to arena.MaxRecord bytes live in the table's arena
 // (package arena), longer ones in a side list of Go slices.
@@ -45,7 +46,7 @@ import (
 
 // Entry is a key's value and bookkeeping as the table takes and gives it.
 type Entry struct {
-	Kind  uint8 // 0..15
+	Kind  uint8
 	Flags uint8 // 0..3
 	// HasBytes says the value is Bytes; otherwise it is Int.
 	HasBytes bool
@@ -63,15 +64,25 @@ type Entry struct {
 // slot is one key. 32 bytes, no pointer.
 type slot struct {
 	name [15]byte
-	nlen uint8 // <= 15: the name is inline; longName: name[:8] is its handle
+	// info: the name's length (4 bits) or infoLong (then name[:8] is its
+	// handle), the flags (2 bits) and infoBytes.
+	info uint8
 	word uint64
 	exp  uint32 // 0 none, farExp: in the side map, else expBase + exp
-	meta uint32 // atime (24 bits) | kind (4) | flags (2) | hasBytes (1)
+	meta uint32 // atime (24 bits) | kind (8)
 }
 
+func (s *slot) nlen() int        { return int(s.info & 0xf) }
+func (s *slot) long() bool       { return s.info&infoLong != 0 }
+func (s *slot) hasBytes() bool   { return s.info&infoBytes != 0 }
+func (s *slot) flags() uint8     { return s.info >> infoFlagsShift & 3 }
+func (s *slot) setFlags(f uint8) { s.info = s.info&^(3<<infoFlagsShift) | (f&3)<<infoFlagsShift }
+
 const (
-	longName = 0xff
-	farExp   = math.MaxUint32
+	infoLong       = 1 << 4
+	infoFlagsShift = 5
+	infoBytes      = 1 << 7
+	farExp         = math.MaxUint32
 
 	atimeBits = 24
 	atimeMax  = 1<<atimeBits - 1
@@ -80,7 +91,6 @@ const (
 	// are recorded at the current second. A key not touched for longer
 	// reads as touched then (still the oldest, for LRU).
 	atimePast = atimeMax - 1<<20
-	metaBytes = 1 << 30
 
 	ctrlEmpty = 0
 	ctrlTomb  = 1
@@ -278,10 +288,10 @@ func (t *Table) Insert(key []byte, h uint64, e Entry) Pos {
 	s := &t.cur.slots[i]
 	*s = slot{}
 	if len(key) <= 15 {
-		s.nlen = uint8(len(key))
+		s.info = uint8(len(key))
 		copy(s.name[:], key)
 	} else {
-		s.nlen = longName
+		s.info = infoLong
 		binary.LittleEndian.PutUint64(s.name[:8], t.putBlob(key))
 	}
 	p := Pos(i)
@@ -360,10 +370,10 @@ func (t *Table) Delete(p Pos) {
 	if s.exp == farExp {
 		delete(t.far, string(t.nameOf(s)))
 	}
-	if s.meta&metaBytes != 0 {
+	if s.hasBytes() {
 		t.freeBlob(s.word)
 	}
-	if s.nlen == longName {
+	if s.long() {
 		t.freeBlob(binary.LittleEndian.Uint64(s.name[:8]))
 	}
 	*s = slot{}
@@ -380,15 +390,15 @@ func (t *Table) Key(p Pos) []byte {
 }
 
 func (t *Table) nameOf(s *slot) []byte {
-	if s.nlen == longName {
+	if s.long() {
 		return t.blob(binary.LittleEndian.Uint64(s.name[:8]))
 	}
-	return s.name[:s.nlen]
+	return s.name[:s.nlen()]
 }
 
 func (t *Table) nameIs(s *slot, key []byte) bool {
-	if s.nlen != longName {
-		return int(s.nlen) == len(key) && string(s.name[:s.nlen]) == string(key)
+	if !s.long() {
+		return s.nlen() == len(key) && string(s.name[:s.nlen()]) == string(key)
 	}
 	return string(t.blob(binary.LittleEndian.Uint64(s.name[:8]))) == string(key)
 }
@@ -397,9 +407,9 @@ func (t *Table) nameIs(s *slot, key []byte) bool {
 func (t *Table) Get(p Pos) Entry {
 	a, s := t.slotAt(p)
 	e := Entry{
-		Kind:     uint8(s.meta >> atimeBits & 0xf),
-		Flags:    uint8(s.meta >> (atimeBits + 4) & 3),
-		HasBytes: s.meta&metaBytes != 0,
+		Kind:     uint8(s.meta >> atimeBits),
+		Flags:    s.flags(),
+		HasBytes: s.hasBytes(),
 		ExpireMs: t.expiry(a, s),
 		Atime:    a.atimeBase + int64(s.meta&atimeMax),
 	}
@@ -431,7 +441,7 @@ func (t *Table) expiry(a *arrays, s *slot) int64 {
 // bytes Get returned, changed in place).
 func (t *Table) Set(p Pos, e Entry) {
 	a, s := t.slotAt(p)
-	had := s.meta&metaBytes != 0
+	had := s.hasBytes()
 	switch {
 	case e.HasBytes && had && sameRecord(s.word, len(e.Bytes)):
 		s.word = resized(s.word, len(e.Bytes))
@@ -451,18 +461,19 @@ func (t *Table) Set(p Pos, e Entry) {
 		s.word = uint64(e.Int)
 	}
 	t.SetExpire(p, e.ExpireMs)
-	m := uint32(e.Kind&0xf)<<atimeBits | uint32(e.Flags&3)<<(atimeBits+4)
+	s.meta = uint32(e.Kind) << atimeBits
+	s.info &^= infoBytes
 	if e.HasBytes {
-		m |= metaBytes
+		s.info |= infoBytes
 	}
-	s.meta = m
+	s.setFlags(e.Flags)
 	t.touch(a, s, e.Atime)
 }
 
 // SetFlags changes the flags of the key at p.
 func (t *Table) SetFlags(p Pos, f uint8) {
 	_, s := t.slotAt(p)
-	s.meta = s.meta&^(3<<(atimeBits+4)) | uint32(f&3)<<(atimeBits+4)
+	s.setFlags(f)
 }
 
 // Touch records an access to the key at p at Unix second sec.

@@ -96,7 +96,7 @@ func run(t *testing.T, rng *rand.Rand, n, check int, step int64) {
 		return fmt.Sprintf("rl:user:%07d", i)
 	}
 	value := func() want {
-		w := want{kind: uint8(rng.IntN(16)), flags: uint8(rng.IntN(4)), atime: now / 1000}
+		w := want{kind: uint8(rng.IntN(256)), flags: uint8(rng.IntN(4)), atime: now / 1000}
 		switch rng.IntN(4) {
 		case 0:
 			w.n = rng.Int64() - rng.Int64()
