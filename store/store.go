@@ -168,25 +168,36 @@ type ref struct {
 func (r ref) get() entry { return entryOf(r.tab.Get(r.p)) }
 
 // EntryOverhead is what a key costs in memory besides its name and value
-// in MaxMemory's accounting: MaxMemory counts a key at EntryOverhead +
-// len(key) + the cost of its bytes (see bytesCost), what a key took in the
-// maps of pointers the store held before its tables, within 2% of their Go
-// heap on a million 14-byte integer keys. The tables take less.
-const EntryOverhead = 88
+// in MaxMemory's accounting: its table slot, 32 bytes and a control byte,
+// at the 78% load a table averages between growths. A name of up to 15
+// bytes and an integer value cost nothing more (they are in the slot); see
+// recordCost for the rest. bench/memory measured RSS growth 2-7% above
+// this count on idle CL.THROTTLE, TB and FWC keys; a table that is moving
+// its keys to larger arrays holds both for a while (up to 80% more slots).
+const EntryOverhead = 42
 
-// boxOverhead is what the accounting adds for a byte value.
-const boxOverhead = 32
+// inlineName is the longest name a slot holds itself.
+const inlineName = 15
 
-// bytesCost is what the bytes of a value cost: nothing for an integer, else
-// their length and the box that held them.
+// recordCost is what n bytes held in a table's arena cost: n rounded up to
+// 8 bytes.
+func recordCost(n int) int64 { return int64((n + 7) &^ 7) }
+
+// bytesCost is what the bytes of a value cost: nothing for an integer.
 func bytesCost(e entry) int64 {
 	if e.kind == KindInt {
 		return 0
 	}
-	return boxOverhead + int64(len(e.b))
+	return recordCost(len(e.b))
 }
 
-func cost(key []byte, e entry) int64 { return EntryOverhead + int64(len(key)) + bytesCost(e) }
+func cost(key []byte, e entry) int64 {
+	c := EntryOverhead + bytesCost(e)
+	if len(key) > inlineName {
+		c += recordCost(len(key))
+	}
+	return c
+}
 
 type shard struct {
 	mu sync.Mutex // guards everything below
