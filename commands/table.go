@@ -288,6 +288,7 @@ var specs = []*Spec{
 	{Name: "swc.throttle", Arity: -4, Flags: Write | DenyOOM | Fast, FirstKey: 1, LastKey: 1, Step: 1, Access: KeyRead | KeyWrite, Categories: CatWrite | CatRatelimit | CatFast, Group: "throttle", Summary: "Applies a sliding window counter.", Run: engineThrottle(famSWC)},
 	{Name: "tb.throttle", Arity: -5, Flags: Write | DenyOOM | Fast, FirstKey: 1, LastKey: 1, Step: 1, Access: KeyRead | KeyWrite, Categories: CatWrite | CatRatelimit | CatFast, Group: "throttle", Summary: "Applies a token bucket.", Run: engineThrottle(famTB)},
 	{Name: "lb.throttle", Arity: -5, Flags: Write | DenyOOM | Fast, FirstKey: 1, LastKey: 1, Step: 1, Access: KeyRead | KeyWrite, Categories: CatWrite | CatRatelimit | CatFast, Group: "throttle", Summary: "Applies a leaky bucket (as a queue).", Run: engineThrottle(famLB)},
+	{Name: "throttle.reset", Arity: -2, Flags: Write, FirstKey: 1, LastKey: -1, Step: 1, Locks: resetLocks, Access: KeyWrite, Categories: CatKeyspace | CatWrite | CatSlow, Group: "generic", Summary: "Resets rate limits: forgets the keys' history (on a mesh, on every node).", Run: throttleReset},
 	{Name: "throttle.policy", Arity: -4, Flags: Write | DenyOOM | NoScript, Locks: (*Server).policyLocks, Access: KeyUnchecked, Secrets: policySecrets, Categories: CatWrite | CatRatelimit | CatSlow, Group: "throttle", Summary: "Decides a request by the rate-limit policies held in the store.", Run: throttlePolicy},
 	{Name: "policy", Arity: -2, Flags: Write | NoScript | AllKeys, Categories: CatSlow, Group: "server", Summary: "A container for rate-limit policy commands.",
 		Subcommands: []Sub{
@@ -299,6 +300,8 @@ var specs = []*Spec{
 			{Name: "reload", Categories: CatAdmin | CatWrite | CatSlow | CatDangerous},
 			{Name: "set", Categories: CatAdmin | CatWrite | CatSlow | CatDangerous},
 		}, Prepare: policyPrepare, Run: policyCmd},
+	{Name: "quota.lease", Arity: -6, Flags: Write | DenyOOM | NoScript, FirstKey: 1, LastKey: 1, Step: 1, Locks: leaseTableLocks, Access: KeyRead | KeyWrite, Categories: CatWrite | CatRatelimit | CatSlow, Group: "throttle", Summary: "Leases a batch of a rate limit's units to a holder (eager or lazy).", Run: quotaLease},
+	{Name: "quota.return", Arity: 3, Flags: Write | NoScript, KeysFn: quotaReturnKeys, Locks: leaseTableLocks, Access: KeyRead | KeyWrite, Categories: CatWrite | CatRatelimit | CatSlow, Group: "throttle", Summary: "Ends a lease: credits back its unused units, or charges a lazy lease's use.", Run: quotaReturn},
 	{Name: "throttle.all", Arity: -5, Flags: Write | DenyOOM, KeysFn: throttleAllKeys, Access: KeyRead | KeyWrite, Categories: CatWrite | CatRatelimit | CatSlow, Group: "throttle", Summary: "Checks several rate limits and consumes from all of them only if all allow.", Run: throttleAll},
 
 	// scripting
