@@ -16,6 +16,7 @@ import (
 	"github.com/throttleddb/throttled/resp"
 	"github.com/throttleddb/throttled/scripting"
 	"github.com/throttleddb/throttled/store"
+	"github.com/throttleddb/throttled/telemetry"
 )
 
 // RedisVersion is the server version INFO and HELLO report. Clients parse
@@ -124,6 +125,8 @@ type Server struct {
 	policies *policyRegistry
 	// errorStats counts error replies by prefix (INFO errorstats).
 	errorStats errorStats
+	// telemetry is the node's aggregator of TELEMETRY.REPORT (telemetry.go).
+	telemetry telemetryState
 
 	clientsMu sync.Mutex // guards clients
 	clients   ClientLimits
@@ -182,6 +185,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.conf = newSettings(s)
 	s.policies = newPolicyRegistry(cfg.Store, cfg.Logger)
+	s.telemetry.agg = telemetry.New(telemetry.Limits{})
 	return s, nil
 }
 

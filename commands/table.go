@@ -291,6 +291,7 @@ var specs = []*Spec{
 	{Name: "swc.throttle", Arity: -4, Flags: Write | DenyOOM | Fast, FirstKey: 1, LastKey: 1, Step: 1, Access: KeyRead | KeyWrite, Categories: CatWrite | CatRatelimit | CatFast, Group: "throttle", Summary: "Applies a sliding window counter.", Run: engineThrottle(famSWC)},
 	{Name: "tb.throttle", Arity: -5, Flags: Write | DenyOOM | Fast, FirstKey: 1, LastKey: 1, Step: 1, Access: KeyRead | KeyWrite, Categories: CatWrite | CatRatelimit | CatFast, Group: "throttle", Summary: "Applies a token bucket.", Run: engineThrottle(famTB)},
 	{Name: "lb.throttle", Arity: -5, Flags: Write | DenyOOM | Fast, FirstKey: 1, LastKey: 1, Step: 1, Access: KeyRead | KeyWrite, Categories: CatWrite | CatRatelimit | CatFast, Group: "throttle", Summary: "Applies a leaky bucket (as a queue).", Run: engineThrottle(famLB)},
+	{Name: "throttle.reset", Arity: -2, Flags: Write, FirstKey: 1, LastKey: -1, Step: 1, Locks: resetLocks, Access: KeyWrite, Categories: CatKeyspace | CatWrite | CatSlow, Group: "generic", Summary: "Resets rate limits: forgets the keys' history (on a mesh, on every node).", Run: throttleReset},
 	{Name: "throttle.policy", Arity: -4, Flags: Write | DenyOOM | NoScript, Locks: (*Server).policyLocks, Access: KeyUnchecked, Secrets: policySecrets, Categories: CatWrite | CatRatelimit | CatSlow, Group: "throttle", Summary: "Decides a request by the rate-limit policies held in the store.", Run: throttlePolicy},
 	{Name: "policy", Arity: -2, Flags: Write | NoScript | AllKeys, Categories: CatSlow, Group: "server", Summary: "A container for rate-limit policy commands.",
 		Subcommands: []Sub{
@@ -302,6 +303,12 @@ var specs = []*Spec{
 			{Name: "reload", Categories: CatAdmin | CatWrite | CatSlow | CatDangerous},
 			{Name: "set", Categories: CatAdmin | CatWrite | CatSlow | CatDangerous},
 		}, Prepare: policyPrepare, Run: policyCmd},
+	{Name: "quota.lease", Arity: -6, Flags: Write | DenyOOM | NoScript, FirstKey: 1, LastKey: 1, Step: 1, Locks: leaseTableLocks, Access: KeyRead | KeyWrite, Categories: CatWrite | CatRatelimit | CatSlow, Group: "throttle", Summary: "Leases a batch of a rate limit's units to a holder (eager or lazy).", Run: quotaLease},
+	{Name: "quota.return", Arity: 3, Flags: Write | NoScript, KeysFn: quotaReturnKeys, Locks: leaseTableLocks, Access: KeyRead | KeyWrite, Categories: CatWrite | CatRatelimit | CatSlow, Group: "throttle", Summary: "Ends a lease: credits back its unused units, or charges a lazy lease's use.", Run: quotaReturn},
+	// Node-local and outside the keyspace (telemetry.go): neither Write nor
+	// ReadOnly, so a replicated node runs them without the log.
+	{Name: "telemetry.report", Arity: -5, Flags: NoScript, Categories: CatRatelimit | CatSlow, Group: "throttle", Summary: "Reports a client's requests and 429s to its group and returns the group's aggregate (never charges a quota).", Run: telemetryReport},
+	{Name: "telemetry.get", Arity: 2, Flags: NoScript, Categories: CatRatelimit | CatSlow, Group: "throttle", Summary: "Returns a telemetry group's aggregate.", Run: telemetryGet},
 	{Name: "throttle.all", Arity: -5, Flags: Write | DenyOOM, KeysFn: throttleAllKeys, Access: KeyRead | KeyWrite, Categories: CatWrite | CatRatelimit | CatSlow, Group: "throttle", Summary: "Checks several rate limits and consumes from all of them only if all allow.", Run: throttleAll},
 
 	// scripting

@@ -371,7 +371,7 @@ func (s *Store) EachInShard(i int, now int64, fn func(db int, key string, v Valu
 	for db, m := range sh.dbs {
 		for k, e := range m {
 			v := e.value()
-			if !t.expired(e) || (e.kind == KindMerged && s.hold != nil && s.hold(db, []byte(k), v)) {
+			if !t.expired(e) || s.Held(db, []byte(k), v) {
 				fn(db, k, v, e.expireMs)
 			}
 		}
@@ -443,6 +443,12 @@ func (t Tx) expired(e *entry) bool { return Expired(e.expireMs, t.nowMs) }
 // call. Set it before the store is used.
 func (s *Store) SetHold(hold func(db int, key []byte, v Value) bool) { s.hold = hold }
 
+// Held reports whether the store keeps v under key past its expiry (see
+// SetHold). Loading a data folder keeps such a value too.
+func (s *Store) Held(db int, key []byte, v Value) bool {
+	return v.Kind == KindMerged && s.hold != nil && s.hold(db, key, v)
+}
+
 // expire removes e if it has expired and reports whether it did. A held
 // merged state stays, its expiry unchanged, so that what the whole-keyspace
 // reads (ForEach, Scan, Digest) see of it depends on its expiry alone,
@@ -452,7 +458,7 @@ func (t Tx) expire(sh *shard, db int, key []byte, e *entry) bool {
 	if !t.expired(e) {
 		return false
 	}
-	if e.kind == KindMerged && t.s.hold != nil && t.s.hold(db, key, e.value()) {
+	if t.s.Held(db, key, e.value()) {
 		return false
 	}
 	t.s.remove(sh, db, key, e)
@@ -558,11 +564,12 @@ func (t Tx) ExpireMs(db int, key []byte) (int64, bool) {
 // replacing any previous value and expiry. The store takes ownership of
 // v.Bytes and copies key only when the key is new. An expiry that has already
 // passed (Expired) deletes the key, as Redis does for SET with a past EXAT;
-// the current millisecond has not passed.
+// the current millisecond has not passed. A merged state the store holds
+// past its expiry (SetHold) is stored all the same, as it would be kept.
 func (t Tx) Put(db int, key []byte, v Value, expireMs int64) {
 	sh := t.shard(key)
 	e := t.lookup(sh, db, key)
-	if Expired(expireMs, t.nowMs) {
+	if Expired(expireMs, t.nowMs) && !t.s.Held(db, key, v) {
 		if e != nil {
 			t.s.remove(sh, db, key, e)
 		}
