@@ -6,7 +6,9 @@ import (
 	"crypto/subtle"
 	"encoding/hex"
 	"iter"
+	"maps"
 	"math"
+	"math/bits"
 	"slices"
 	"strings"
 	"sync"
@@ -31,15 +33,22 @@ import (
 // commands in them at the time, as in Redis: "+@all -@dangerous" is the set
 // of commands that are not dangerous, and the description ACL LIST shows is
 // rebuilt from the bit set with Redis 7.0's algorithm (describeCommands), so
-// a user made from a Redis ACL file shows the rules Redis would.
+// a user made from a Redis ACL file shows the rules Redis would. The numbers
+// cover Redis 7.0.15's commands this server lacks too (redis_commands.txt),
+// as bits no command checks: "+@all -@set" and "-@all +hset" change the set
+// as they do in Redis, so ACL LIST and ACL SAVE keep them, and a file saved
+// here grants in Redis what the rules given grant there.
 //
 // What differs from Redis 7.0:
 //   - Selectors ("(...)" rules) are refused with an error.
 //   - Channel rules (&pattern, allchannels, resetchannels) are kept and shown
 //     but have no effect: there is no Pub/Sub.
 //   - A rule naming a command Redis 7.0 has and this server does not
-//     ("+hset", "-client|pause") is accepted and has no effect, so a Redis
-//     ACL file loads as it is; a name Redis does not know either is refused.
+//     ("+hset", "-client|pause") is accepted and kept, as said above; a
+//     name Redis does not know either is refused.
+//   - The single commands in ACL LIST come in name order; Redis lists them
+//     in the order of its command hash table, which changes from one run
+//     to the next.
 //   - Error texts never repeat a rule that may hold a password: a bad
 //     password rule, hash or unknown word is shown as '(redacted)'.
 
@@ -103,10 +112,13 @@ type aclEntry struct {
 	cats Category
 	id   int
 	subs []*aclEntry // a container's subcommands, by name
+	// served: this server has the command; the others are Redis 7.0.15's,
+	// which rules name and no call checks.
+	served bool
 }
 
 // cmdBits is a set of command numbers.
-type cmdBits [4]uint64
+type cmdBits [8]uint64
 
 func (b *cmdBits) has(id int) bool { return b[id/64]&(1<<(id%64)) != 0 }
 
@@ -118,11 +130,12 @@ func (b *cmdBits) set(id int, on bool) {
 	}
 }
 
-// aclIndex numbers every command and subcommand, in name order, and finds
-// them by name. New builds it, once (initACLIndex), and sets the numbers in
-// the table's Specs (Spec.aclID, Sub.aclID) so the dispatcher finds a
-// command's number without a lookup. It cannot be a package initializer:
-// the table it indexes holds the ACL command, whose rules read it.
+// aclIndex numbers every command and subcommand, ours and Redis', in name
+// order, and finds them by name. New builds it, once (initACLIndex), and
+// sets the numbers in the table's Specs (Spec.aclID, Sub.aclID) so the
+// dispatcher finds a command's number without a lookup. It cannot be a
+// package initializer: the table it indexes holds the ACL command, whose
+// rules read it.
 var (
 	aclIndex     *aclCommands
 	aclIndexOnce sync.Once
@@ -131,29 +144,78 @@ var (
 type aclCommands struct {
 	top    []*aclEntry          // top-level commands, by name
 	byName map[string]*aclEntry // lower-case full name
+	// members are the commands of each category, by its place in
+	// aclCategories.
+	members []cmdBits
 }
 
-func initACLIndex() { aclIndexOnce.Do(func() { aclIndex = newACLIndex(specs) }) }
+// redisCommandsText lists the commands and subcommands of Redis 7.0.15,
+// one a line: the lower-case name, then its ACL categories (compat's
+// TestACL_RedisCommandsFixture writes it from a live redis-server).
+//
+//go:embed redis_commands.txt
+var redisCommandsText string
 
-func newACLIndex(list []*Spec) *aclCommands {
-	sorted := slices.SortedFunc(slices.Values(list), func(a, b *Spec) int { return strings.Compare(a.Name, b.Name) })
-	x := &aclCommands{byName: map[string]*aclEntry{}}
+func initACLIndex() { aclIndexOnce.Do(func() { aclIndex = newACLIndex(specs, redisCommandsText) }) }
+
+// newACLIndex indexes the commands of list and those of redis (in
+// redis_commands.txt's format) list lacks. A command both have takes the
+// categories of its Spec, which a compat test holds to Redis'.
+func newACLIndex(list []*Spec, redis string) *aclCommands {
+	type command struct {
+		cats   Category
+		served bool
+		aclID  *int // where the Spec keeps the number
+	}
+	all := map[string]command{}
+	for _, sp := range list {
+		all[sp.Name] = command{sp.Categories, true, &sp.aclID}
+		for i := range sp.Subcommands {
+			sub := &sp.Subcommands[i]
+			all[sp.Name+"|"+sub.Name] = command{sub.Categories, true, &sub.aclID}
+		}
+	}
+	for line := range strings.Lines(redis) {
+		f := strings.Fields(line)
+		if _, ok := all[f[0]]; ok {
+			continue
+		}
+		var cats Category
+		for _, name := range f[1:] {
+			cats |= categoryByName(name)
+		}
+		all[f[0]] = command{cats: cats}
+	}
+	subs := map[string][]string{}
+	for name := range all {
+		if base, sub, ok := strings.Cut(name, "|"); ok {
+			subs[base] = append(subs[base], sub)
+		}
+	}
+	x := &aclCommands{byName: map[string]*aclEntry{}, members: make([]cmdBits, len(aclCategories))}
 	id := 0
-	add := func(name string, cats Category) *aclEntry {
-		e := &aclEntry{name: name, cats: cats, id: id}
+	add := func(name string) *aclEntry {
+		c := all[name]
+		e := &aclEntry{name: name, cats: c.cats, id: id, served: c.served}
+		if c.aclID != nil {
+			*c.aclID = id
+		}
+		for j, cat := range aclCategories {
+			x.members[j].set(id, c.cats&cat.cat != 0)
+		}
 		id++
 		x.byName[name] = e
 		return e
 	}
-	for _, sp := range sorted {
-		e := add(sp.Name, sp.Categories)
-		sp.aclID = e.id
+	for _, name := range slices.Sorted(maps.Keys(all)) {
+		if strings.Contains(name, "|") {
+			continue
+		}
+		e := add(name)
 		x.top = append(x.top, e)
-		for i := range sp.Subcommands { // listed by name (a test checks)
-			sub := &sp.Subcommands[i]
-			se := add(sp.Name+"|"+sub.Name, sub.Categories)
-			e.subs = append(e.subs, se)
-			sub.aclID = se.id
+		slices.Sort(subs[name])
+		for _, sub := range subs[name] {
+			e.subs = append(e.subs, add(name+"|"+sub))
 		}
 	}
 	if id > len(cmdBits{})*64 {
@@ -186,21 +248,6 @@ func (x *aclCommands) lookup(name string) *aclEntry {
 	}
 	return x.byName[strings.ToLower(name)]
 }
-
-// redisCommandNames are the commands and subcommands of Redis 7.0.15
-// (COMMAND, lower case, one a line): a rule naming one of them that this
-// server lacks is accepted and does nothing, so Redis ACL files load.
-//
-//go:embed redis_commands.txt
-var redisCommandNamesText string
-
-var redisCommandNames = func() map[string]bool {
-	m := map[string]bool{}
-	for _, n := range strings.Fields(redisCommandNamesText) {
-		m[n] = true
-	}
-	return m
-}()
 
 // keyPattern is one ~, %R~ or %W~ rule.
 type keyPattern struct {
@@ -391,7 +438,7 @@ func (r *userRules) applySelector(op string) *ruleError {
 	case op[0] == '-':
 		e := aclIndex.lookup(op[1:])
 		if e == nil {
-			return unknownCommandRule(op[1:])
+			return errRuleUnknown
 		}
 		r.change(e, false)
 	default:
@@ -442,7 +489,7 @@ func (r *userRules) allowCommand(name string) *ruleError {
 	if bar < 0 {
 		e := aclIndex.lookup(name)
 		if e == nil {
-			return unknownCommandRule(name)
+			return errRuleUnknown
 		}
 		r.change(e, true)
 		return nil
@@ -450,10 +497,8 @@ func (r *userRules) allowCommand(name string) *ruleError {
 	base, arg := name[:bar], name[bar+1:]
 	e := aclIndex.lookup(base)
 	switch {
-	case e == nil && strings.Contains(base, "|") && redisCommandNames[strings.ToLower(base)]:
-		return errRuleFirstArgSub
 	case e == nil:
-		return unknownCommandRule(base)
+		return errRuleUnknown
 	case strings.Contains(e.name, "|"):
 		return errRuleFirstArgSub
 	case arg == "" || hasSpace(arg):
@@ -463,7 +508,7 @@ func (r *userRules) allowCommand(name string) *ruleError {
 	case e.subs != nil:
 		sub := aclIndex.lookup(name)
 		if sub == nil {
-			return unknownCommandRule(name)
+			return errRuleUnknown
 		}
 		r.change(sub, true)
 	case r.cmds.has(e.id):
@@ -479,15 +524,6 @@ func (r *userRules) allowCommand(name string) *ruleError {
 		}
 	}
 	return nil
-}
-
-// unknownCommandRule accepts a rule about a command only Redis has (name
-// is "cmd" or "cmd|sub"), and refuses one about a command nobody has.
-func unknownCommandRule(name string) *ruleError {
-	if redisCommandNames[strings.ToLower(name)] {
-		return nil
-	}
-	return errRuleUnknown
 }
 
 // hasSpace reports whether s has white space or NUL, which Redis refuses in
@@ -526,16 +562,12 @@ func (r *userRules) setCategory(cat Category, allow bool) {
 	}
 }
 
-// countCategory counts the commands of cat r allows and denies.
-func (r *userRules) countCategory(cat Category) (on, off int) {
-	for e := range aclIndex.all() {
-		switch {
-		case e.cats&cat == 0:
-		case r.cmds.has(e.id):
-			on++
-		default:
-			off++
-		}
+// countCategory counts the commands of aclCategories[j] r allows and
+// denies.
+func (r *userRules) countCategory(j int) (on, off int) {
+	for i, m := range aclIndex.members[j] {
+		on += bits.OnesCount64(m & r.cmds[i])
+		off += bits.OnesCount64(m &^ r.cmds[i])
 	}
 	return on, off
 }
@@ -557,11 +589,11 @@ func (r *userRules) describeCommands() string {
 	applied := make([]bool, len(aclCategories))
 	for {
 		best, minDiff, maxSame := -1, math.MaxInt, 0
-		for j, c := range aclCategories {
+		for j := range aclCategories {
 			if applied[j] {
 				continue
 			}
-			on, off := temp.countCategory(c.cat)
+			on, off := temp.countCategory(j)
 			diff, same := on, off
 			if additive {
 				diff, same = off, on

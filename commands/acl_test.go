@@ -71,14 +71,21 @@ func TestACL_Describe(t *testing.T) {
 		{"+@all -@dangerous", "resetchannels +@all -@dangerous"},
 		{"-@all +@ratelimit +ping +auth +hello ~ratelimit:*", "~ratelimit:* resetchannels -@all +@ratelimit +auth +hello +ping"},
 		{"+@ratelimit -cl.throttle", "resetchannels -@all +@ratelimit -cl.throttle"},
-		{"+@ratelimit -cl.throttle -fwc.throttle -lb.throttle -swc.throttle", "resetchannels -@all +swl.throttle +tb.throttle +throttle.all +throttle.policy"},
+		{"+@ratelimit -cl.throttle -fwc.throttle -lb.throttle -swc.throttle -quota.lease -quota.return -telemetry.get -telemetry.report", "resetchannels -@all +swl.throttle +tb.throttle +throttle.all +throttle.policy"},
 		{"+@all -client +client|id", "resetchannels +@all -client +client|id"},
 		{"-@all +select|0 +select|1", "resetchannels -@all +select|0 +select|1"},
 		{"+select|0 +select", "resetchannels -@all +select"},
 		{"%R~r* %W~w* ~b* %RW~b* %W~r*", "~r* %W~w* ~b* resetchannels -@all"},
 		{"&a &b &a", "resetchannels &a &b -@all"},
 		{"+@all -get +get", "resetchannels +@all"},
-		{"+hset -lpush +client|pause", "resetchannels -@all"},
+		// Redis' commands this server lacks count as in Redis.
+		{"+hset -lpush +client|pause", "resetchannels -@all +client|pause +hset"},
+		{"+@all -@set", "resetchannels +@all -@set"},
+		{"-@all +@set +get", "resetchannels -@all +@set +get"},
+		{"+@all -@set +@set -@hash", "resetchannels +@all -@hash"},
+		{"-@all +@read -@write", "resetchannels -@all +@read"},
+		{"+@all -@pubsub -@blocking -@geo", "resetchannels +@all -@pubsub -@geo -@blocking"},
+		{"-@all +hset|f1", "resetchannels -@all +hset|f1"},
 	} {
 		r := rulesOf(t, tc.rules)
 		if r.selector != tc.want {

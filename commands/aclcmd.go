@@ -202,7 +202,7 @@ func (c *Ctx) aclCat() {
 		}
 		var names []string
 		for e := range aclIndex.all() {
-			if e.cats&cat != 0 {
+			if e.served && e.cats&cat != 0 {
 				names = append(names, e.name)
 			}
 		}

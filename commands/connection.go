@@ -260,7 +260,7 @@ func client(c *Ctx) {
 		c.W.OK()
 	case is(sub, "INFO"):
 		if c.subArity(2, "client|info") {
-			c.W.Verbatim(clientLine(nil, c.srv, c.Conn.Info()))
+			c.W.Verbatim(clientLine(nil, c.srv, c.Conn.InfoNow()))
 		}
 	case is(sub, "LIST"):
 		c.clientList()
@@ -280,7 +280,13 @@ func client(c *Ctx) {
 func (c *Ctx) clientList() {
 	var infos []resp.ClientInfo
 	if n := c.srv.net.Load(); n != nil {
-		n.ForEachConn(func(rc *resp.Conn) { infos = append(infos, rc.Info()) })
+		n.ForEachConn(func(rc *resp.Conn) {
+			if rc == c.Conn {
+				infos = append(infos, rc.InfoNow())
+			} else {
+				infos = append(infos, rc.Info())
+			}
+		})
 	}
 	slices.SortFunc(infos, func(a, b resp.ClientInfo) int { return cmp.Compare(a.ID, b.ID) })
 	switch {
@@ -319,8 +325,11 @@ func (c *Ctx) clientList() {
 
 // clientLine appends one CLIENT LIST line, with the fields Redis 7 prints
 // (those about things we do not have are 0). The buffer figures are the
-// connection's as of its last round (resp.ConnMem): qbuf is request bytes
-// not yet run, omem replies not yet taken, oll deferred replies out.
+// connection's as of its last round (resp.ConnMem), or as they are for the
+// connection running the command (resp.Conn.InfoNow): qbuf is request
+// bytes not yet run (and the running one's), argv-mem the bytes of the
+// arguments parsed, rbs and rbp the reply buffer's size and recent peak,
+// omem replies not yet taken, oll deferred replies out.
 func clientLine(dst []byte, s *Server, in resp.ClientInfo) []byte {
 	now := s.clock.Now()
 	idle := int64(0)
@@ -336,9 +345,9 @@ func clientLine(dst []byte, s *Server, in resp.ClientInfo) []byte {
 		events = "rw"
 	}
 	m := in.Mem
-	dst = fmt.Appendf(dst, "id=%d addr=%s laddr=%s fd=0 name=%s age=%d idle=%d flags=%s db=%d sub=0 psub=0 ssub=0 multi=%d qbuf=%d qbuf-free=%d argv-mem=0 multi-mem=0 rbs=%d rbp=%d obl=0 oll=%d omem=%d tot-mem=%d events=%s cmd=%s user=%s redir=-1 resp=%d lib-name=%s lib-ver=%s\n",
-		in.ID, in.Addr, in.LAddr, in.Name, int64(time.Since(in.Created).Seconds()), idle, flags, in.DB,
-		in.Multi, m.QueryBuf, m.QueryBufFree, m.ReadBuf, m.ReadBuf, m.Held, m.Output, m.Total, events,
+	dst = fmt.Appendf(dst, "id=%d addr=%s laddr=%s fd=%d name=%s age=%d idle=%d flags=%s db=%d sub=0 psub=0 ssub=0 multi=%d qbuf=%d qbuf-free=%d argv-mem=%d multi-mem=0 rbs=%d rbp=%d obl=0 oll=%d omem=%d tot-mem=%d events=%s cmd=%s user=%s redir=-1 resp=%d lib-name=%s lib-ver=%s\n",
+		in.ID, in.Addr, in.LAddr, in.FD, in.Name, int64(time.Since(in.Created).Seconds()), idle, flags, in.DB,
+		in.Multi, m.QueryBuf, m.QueryBufFree, m.ArgvMem, m.ReplyBuf, m.ReplyPeak, m.Held, m.Output, m.Total, events,
 		in.LastCmd, in.User, in.Proto, in.LibName, in.LibVer)
 	return dst
 }

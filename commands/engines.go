@@ -281,11 +281,8 @@ func (l *limit) reply(c *Ctx) {
 // or with ms in milliseconds rounded up; -1 stays -1.
 func writeResult(w *resp.Writer, r engines.Result, ms, delay bool) {
 	duration := func(ns int64) int64 {
-		switch {
-		case ns < 0:
-			return -1
-		case ms:
-			return ns/1e6 + min(ns%1e6, 1)
+		if ms {
+			return ceilMs(ns)
 		}
 		return gcra.Seconds(ns)
 	}
@@ -306,6 +303,15 @@ func writeResult(w *resp.Writer, r engines.Result, ms, delay bool) {
 	if delay {
 		w.Int(duration(r.Delay))
 	}
+}
+
+// ceilMs is a duration in ns as whole milliseconds, rounded up; -1 (and
+// any negative) stays -1.
+func ceilMs(ns int64) int64 {
+	if ns < 0 {
+		return -1
+	}
+	return ns/1e6 + min(ns%1e6, 1)
 }
 
 // gcraResult is a GCRA decision in the engines' terms.

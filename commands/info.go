@@ -79,7 +79,7 @@ func (s *Server) infoSection(b []byte, sec string) []byte {
 		if net := s.net.Load(); net != nil {
 			net.ForEachConn(func(c *resp.Conn) {
 				m := c.Mem()
-				n, maxIn, maxOut = n+1, max(maxIn, m.QueryBuf+m.QueryBufFree), max(maxOut, m.Output)
+				n, maxIn, maxOut = n+1, max(maxIn, m.ReadBuf), max(maxOut, m.Output)
 			})
 		}
 		line("connected_clients", n)

@@ -31,7 +31,16 @@ func (c *Ctx) value(key []byte) (store.Value, bool) {
 	if !ok || v.Kind != store.KindMerged || c.srv.mesh == nil {
 		return v, ok
 	}
-	switch k, _ := mstate.KindOf(v.Bytes); k {
+	k, _ := mstate.KindOf(v.Bytes)
+	if k == mstate.Marker {
+		return store.Value{}, false // a reset's mark: no key
+	}
+	if exp, _ := c.Tx.ExpireMs(c.DB(), key); k != mstate.Str && store.Expired(exp, c.Tx.NowMs()) {
+		// Held past its expiry until every node has it (a reset's mark,
+		// or admissions the peers may not have yet): full, no key.
+		return store.Value{}, false
+	}
+	switch k {
 	case mstate.Str:
 		s, err := mstate.StrGet(v.Bytes, c.Tx.Now())
 		switch {
@@ -79,12 +88,12 @@ func (c *Ctx) keyExpiry(key []byte) (int64, bool) {
 	return s.ExpireMs, true
 }
 
-// meshString returns the mergeable string state at key (nil for none), or
-// false when the key holds a rate-limit state.
+// meshString returns the mergeable string state at key (nil for none, or
+// a reset's bare mark), or false when the key holds a rate-limit state.
 func (c *Ctx) meshString(key []byte) ([]byte, bool) {
 	v, ok := c.Tx.Get(c.DB(), key)
-	if !ok {
-		return nil, true
+	if k, _ := mstate.KindOf(v.Bytes); !ok || k == mstate.Marker {
+		return nil, true // a bare mark of a reset stands for no state
 	}
 	return v.Bytes, mergedString(v)
 }
@@ -195,7 +204,7 @@ func (c *Ctx) keyRefusal(keys ...[]byte) string {
 	}
 	for _, k := range keys {
 		if v, ok := c.Tx.Get(c.DB(), k); ok && !mergedString(v) {
-			return "ERR the key '" + sanitize(string(k), 128) + "' holds a rate-limit state, which cannot be deleted or expired on a node with CRDT peers"
+			return "ERR the key '" + sanitize(string(k), 128) + "' holds a rate-limit state, which cannot be deleted or expired on a node with CRDT peers (THROTTLE.RESET resets it on every node)"
 		}
 	}
 	return ""

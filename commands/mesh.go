@@ -74,6 +74,9 @@ func (s *Server) meshRefusal(spec *Spec) string {
 	if s.mesh == nil || spec.Flags&Write == 0 {
 		return ""
 	}
+	if spec.Name == "quota.lease" || spec.Name == "quota.return" {
+		return "ERR " + strings.ToUpper(spec.Name) + " is not supported with CRDT replication: a lease's return credits units back, which per-origin states cannot merge idempotently (use a Raft cluster or a single node)"
+	}
 	if (spec.Name == "flushdb" || spec.Name == "flushall") && !s.mesh.Alone() {
 		return "ERR " + strings.ToUpper(spec.Name) + " is not supported on a node with CRDT peers: the other nodes would send the keys back"
 	}
@@ -120,6 +123,10 @@ func (l *limit) loadMerged(c *Ctx) string {
 	switch k, err := mstate.KindOf(v.Bytes); {
 	case err != nil:
 		return engineError(err)
+	case k == mstate.Marker:
+		// A reset's bare mark: a fresh key of any kind, which Decide
+		// starts after the reset.
+		l.exists = false
 	case k == want:
 	case want == mstate.GCRA || k == mstate.GCRA || k == mstate.Str:
 		// A CL.THROTTLE key is a string, as on a single node.

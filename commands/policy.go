@@ -53,10 +53,11 @@ type policyRegistry struct {
 	// not rebuilt, so no decision sees half of a new set.
 	loading atomic.Int32
 
-	statsMu sync.Mutex // guards stats
-	// stats are each policy's decision counters, kept while the policy is
-	// in the table: bounded by policy.MaxPolicies, never per principal.
-	stats map[string]*PolicyStats
+	// stats are each policy's decision counters (id -> *PolicyStats),
+	// kept while the policy is in the table: bounded by
+	// policy.MaxPolicies, never per principal. A sync.Map: a decision
+	// counts without a lock shared by every connection.
+	stats sync.Map
 }
 
 // PolicyStats are one policy's decisions since the start: calls allowed,
@@ -68,13 +69,11 @@ type PolicyStats struct {
 
 // count records a decision of p.
 func (r *policyRegistry) count(id string, limited, shadowed bool) {
-	r.statsMu.Lock()
-	st := r.stats[id]
-	if st == nil {
-		st = &PolicyStats{}
-		r.stats[id] = st
+	v, ok := r.stats.Load(id)
+	if !ok {
+		v, _ = r.stats.LoadOrStore(id, &PolicyStats{})
 	}
-	r.statsMu.Unlock()
+	st := v.(*PolicyStats)
 	switch {
 	case shadowed:
 		st.ShadowLimited.Add(1)
@@ -90,22 +89,21 @@ func (r *policyRegistry) count(id string, limited, shadowed bool) {
 func (s *Server) PolicyStats(fn func(id string, st *PolicyStats)) {
 	t := s.policies.Table()
 	r := s.policies
-	r.statsMu.Lock()
-	defer r.statsMu.Unlock()
 	for _, p := range t.Policies() {
-		if st := r.stats[p.ID]; st != nil {
-			fn(p.ID, st)
+		if st, ok := r.stats.Load(p.ID); ok {
+			fn(p.ID, st.(*PolicyStats))
 		}
 	}
-	for id := range r.stats {
-		if _, ok := t.Get(id); !ok {
-			delete(r.stats, id) // the policy is gone
+	r.stats.Range(func(id, _ any) bool {
+		if _, ok := t.Get(id.(string)); !ok {
+			r.stats.Delete(id) // the policy is gone
 		}
-	}
+		return true
+	})
 }
 
 func newPolicyRegistry(st *store.Store, log *slog.Logger) *policyRegistry {
-	r := &policyRegistry{log: log, raw: map[string][]byte{}, stats: map[string]*PolicyStats{}}
+	r := &policyRegistry{log: log, raw: map[string][]byte{}}
 	empty, _ := policy.New(nil)
 	r.table.Store(empty)
 	st.SetSystemWatch(r.watch)
@@ -436,11 +434,12 @@ func parsePolicyCall(args [][]byte) (policyCall, string) {
 	if len(args) < 4 {
 		return pc, "ERR wrong number of arguments for 'throttle.policy' command"
 	}
-	method := strings.ToUpper(string(args[1]))
-	if !strings.HasPrefix(string(args[2]), "/") {
-		method = "" // a plain name: no method
-	} else if method == "" || strings.Trim(method, "ABCDEFGHIJKLMNOPQRSTUVWXYZ") != "" || len(method) > 32 {
-		return pc, "ERR the method must be an HTTP method such as GET"
+	var method string
+	if len(args[2]) > 0 && args[2][0] == '/' { // else a plain name: no method
+		var ok bool
+		if method, ok = methodName(args[1]); !ok {
+			return pc, "ERR the method must be an HTTP method such as GET"
+		}
 	}
 	pc.req = policy.Request{Method: method, Target: string(args[2])}
 	pc.principal = args[3]
@@ -469,6 +468,43 @@ func parsePolicyCall(args [][]byte) (policyCall, string) {
 		}
 	}
 	return pc, ""
+}
+
+// methodName is an HTTP method's name in upper case: one of RFC 9110's
+// without allocating, else any 1 to 32 letters; false for anything else.
+func methodName(b []byte) (string, bool) {
+	if len(b) == 0 || len(b) > 32 {
+		return "", false
+	}
+	var up [32]byte
+	for i, c := range b {
+		if c |= 0x20; c < 'a' || c > 'z' {
+			return "", false
+		}
+		up[i] = c - ('a' - 'A')
+	}
+	switch m := up[:len(b)]; string(m) {
+	case "GET":
+		return "GET", true
+	case "HEAD":
+		return "HEAD", true
+	case "POST":
+		return "POST", true
+	case "PUT":
+		return "PUT", true
+	case "DELETE":
+		return "DELETE", true
+	case "PATCH":
+		return "PATCH", true
+	case "OPTIONS":
+		return "OPTIONS", true
+	case "CONNECT":
+		return "CONNECT", true
+	case "TRACE":
+		return "TRACE", true
+	default:
+		return string(m), true
+	}
 }
 
 // policySecrets redacts THROTTLE.POLICY's principal in the SLOWLOG: it may
@@ -500,46 +536,79 @@ func (s *Server) appendTierKey(k []byte, p *policy.Policy, tier int, tenant stri
 }
 
 // policyLocks finds the keys THROTTLE.POLICY will use, from the table as
-// it is now, for the shard locks, and keeps that table for its Run: the
-// call is decided by the table its keys came from, whatever changed while
-// it waited for them.
-func (s *Server) policyLocks(st *connState, args [][]byte, fn func(key []byte)) {
+// it is now, adds their shards to l, and keeps what it found for the call's
+// Run (pinnedPolicy): the call is decided by the table its keys came from,
+// whatever changed while it waited for them, and its keys are built once.
+func (s *Server) policyLocks(st *connState, args [][]byte, l *store.LockSet) {
 	t := s.policies.Table()
-	st.policy = pinnedPolicy{call: &args[0][0], table: t}
+	pin := &st.policy
+	pin.call, pin.table, pin.parsed = &args[0][0], t, false
 	pc, errText := parsePolicyCall(args)
 	if errText != "" {
 		return
 	}
-	if !pc.explain {
-		endpoint, p := t.Decide(pc.req)
-		st.policy.pc, st.policy.endpoint, st.policy.p, st.policy.parsed = pc, endpoint, p, true
-		if p != nil {
-			var buf [128]byte
-			for i := range p.Tiers {
-				fn(s.appendTierKey(buf[:0], p, i, pc.req.Tenant, pc.principal))
-			}
+	if pc.explain {
+		_, cands := t.Resolve(pc.req)
+		var keys tierKeys
+		for _, cand := range cands {
+			keys.build(s, cand.Policy, &pc)
+			keys.lock(s, cand.Policy, l)
 		}
 		return
 	}
-	_, cands := t.Resolve(pc.req)
-	for _, cand := range cands {
-		for i := range cand.Policy.Tiers {
-			fn(s.appendTierKey(nil, cand.Policy, i, pc.req.Tenant, pc.principal))
-		}
+	endpoint, p := t.Decide(pc.req)
+	pin.pc, pin.endpoint, pin.p, pin.parsed = pc, endpoint, p, true
+	if p != nil {
+		pin.keys.build(s, p, &pc)
+		pin.keys.lock(s, p, l)
 	}
 }
 
 // pinnedPolicy is what policyLocks found for a call: the table (always),
-// and the parsed call with its deciding policy, which its Run takes instead
-// of parsing and resolving again when it is the same call (inside EXEC only
-// the last call's is kept; the others resolve again, by the same table).
+// and the parsed call with its deciding policy and that policy's keys,
+// which its Run takes instead of doing it again when it is the same call
+// (inside EXEC only the last call's is kept; the others resolve again, by
+// the same table).
 type pinnedPolicy struct {
 	call     *byte // &args[0][0] of the call it was found for
 	table    *policy.Table
-	parsed   bool // pc, endpoint and p are set
+	parsed   bool // pc, endpoint, p and keys are set
 	pc       policyCall
 	endpoint string
 	p        *policy.Policy
+	keys     tierKeys // p's; the buffer is reused by the next call
+}
+
+// tierKeys are the keys of one policy's tiers for a call, one after
+// another in one buffer.
+type tierKeys struct {
+	buf  []byte
+	ends [policy.MaxTiers]int // where each tier's key ends in buf
+}
+
+// build makes the keys of p's tiers for the call, reusing the buffer.
+func (k *tierKeys) build(s *Server, p *policy.Policy, pc *policyCall) {
+	k.buf = k.buf[:0]
+	for i := range p.Tiers {
+		k.buf = s.appendTierKey(k.buf, p, i, pc.req.Tenant, pc.principal)
+		k.ends[i] = len(k.buf)
+	}
+}
+
+// key is tier i's key.
+func (k *tierKeys) key(i int) []byte {
+	start := 0
+	if i > 0 {
+		start = k.ends[i-1]
+	}
+	return k.buf[start:k.ends[i]:k.ends[i]]
+}
+
+// lock adds the shards of p's tiers' keys to l.
+func (k *tierKeys) lock(s *Server, p *policy.Policy, l *store.LockSet) {
+	for i := range p.Tiers {
+		l.Add(s.store, k.key(i))
+	}
 }
 
 // stepNames name the steps of precedence in EXPLAIN's reply.
@@ -551,16 +620,14 @@ var stepNames = [...]string{
 	policy.StepUnknownAny:     "unknown",
 }
 
-// tierLimits fills limits with those of p's tiers for a call, with their
-// shards locked; false when a shard could not be taken (see
-// errPolicyChanged). The keys share one buffer.
-func (c *Ctx) tierLimits(limits []limit, t *policy.Table, p *policy.Policy, pc *policyCall, qty int64) bool {
-	keys := make([]byte, 0, len(p.Tiers)*(24+len(p.ID)+len(pc.req.Tenant)+len(pc.principal)))
+// tierLimits fills limits with those of p's tiers for a call, on their
+// keys, and charging qty. With extend, the keys' shards are taken first
+// (policyLocks locked the keys of another resolution); false when one
+// could not be (see errPolicyChanged).
+func (c *Ctx) tierLimits(limits []limit, t *policy.Table, p *policy.Policy, keys *tierKeys, qty int64, extend bool) bool {
 	for i, b := range t.Tiers(p) {
-		start := len(keys)
-		keys = c.srv.appendTierKey(keys, p, i, pc.req.Tenant, pc.principal)
-		key := keys[start:len(keys):len(keys)]
-		if !c.srv.store.Extend(&c.st.locks, key) {
+		key := keys.key(i)
+		if extend && !c.srv.store.Extend(&c.st.locks, key) {
 			return false
 		}
 		limits[i] = limit{key: key, eng: b.Limiter, gp: b.GCRA, qty: qty}
@@ -578,7 +645,9 @@ func explainPolicy(c *Ctx, t *policy.Table, pc *policyCall) {
 	for i, cand := range cands {
 		qty := pc.qty(cand.Policy)
 		limits := make([]limit, len(cand.Policy.Tiers))
-		if !c.tierLimits(limits, t, cand.Policy, pc, qty) {
+		var keys tierKeys // the limits keep the keys
+		keys.build(c.srv, cand.Policy, pc)
+		if !c.tierLimits(limits, t, cand.Policy, &keys, qty, true) {
 			c.W.Error(errPolicyChanged.Error())
 			return
 		}
@@ -601,10 +670,10 @@ func explainPolicy(c *Ctx, t *policy.Table, pc *policyCall) {
 		}
 		c.W.BulkString(step)
 		c.W.Array(len(all[i]))
-		for j, l := range all[i] {
+		for j := range all[i] {
 			c.W.Array(7)
-			writeTier(c, cand.Policy.Tiers[j], l)
-			c.W.Bulk(l.key)
+			writeTier(c, &cand.Policy.Tiers[j], &all[i][j])
+			c.W.Bulk(all[i][j].key)
 		}
 	}
 }
@@ -623,9 +692,12 @@ func throttlePolicy(c *Ctx) {
 		pc       policyCall
 		endpoint string
 		p        *policy.Policy
+		keys     *tierKeys
+		own      tierKeys // the keys of a call policyLocks did not pin
 	)
-	if pin.parsed && pin.call == &c.Args[0][0] {
-		pc, endpoint, p = pin.pc, pin.endpoint, pin.p
+	pinned := pin.parsed && pin.call == &c.Args[0][0]
+	if pinned {
+		pc, endpoint, p, keys = pin.pc, pin.endpoint, pin.p, &pin.keys
 	} else {
 		var errText string
 		if pc, errText = parsePolicyCall(c.Args); errText != "" {
@@ -637,6 +709,10 @@ func throttlePolicy(c *Ctx) {
 			return
 		}
 		endpoint, p = t.Decide(pc.req)
+		if p != nil {
+			own.build(c.srv, p, &pc)
+		}
+		keys = &own
 	}
 	pin.parsed = false // once: a later call may reuse the buffer
 	if p == nil {
@@ -655,7 +731,7 @@ func throttlePolicy(c *Ctx) {
 	qty := pc.qty(p)
 	var buf [policy.MaxTiers]limit
 	limits := buf[:len(p.Tiers)]
-	if !c.tierLimits(limits, t, p, &pc, qty) {
+	if !c.tierLimits(limits, t, p, keys, qty, !pinned) {
 		c.W.Error(errPolicyChanged.Error())
 		return
 	}
@@ -710,8 +786,8 @@ func decideAll(c *Ctx, limits []limit, qty int64, probe bool) (limited bool, err
 // writePolicyReply writes THROTTLE.POLICY's reply for a decided policy.
 func writePolicyReply(c *Ctx, p *policy.Policy, endpoint string, limits []limit, limited, shadowed bool, tiers []policy.Tier) {
 	decider := 0
-	for i, l := range limits {
-		d := &limits[decider]
+	for i := range limits {
+		l, d := &limits[i], &limits[decider]
 		switch {
 		case l.res.Limited != d.res.Limited:
 			if l.res.Limited {
@@ -722,7 +798,7 @@ func writePolicyReply(c *Ctx, p *policy.Policy, endpoint string, limits []limit,
 			decider = i
 		}
 	}
-	d := limits[decider].res
+	d := &limits[decider].res
 	c.W.Array(10)
 	c.W.Int(b2i(limited))
 	c.W.BulkString(p.ID)
@@ -734,15 +810,15 @@ func writePolicyReply(c *Ctx, p *policy.Policy, endpoint string, limits []limit,
 	c.W.Int(ms(d.RetryAfter))
 	c.W.Int(b2i(shadowed))
 	c.W.Array(len(limits))
-	for i, l := range limits {
+	for i := range limits {
 		c.W.Array(6)
-		writeTier(c, tiers[i], l)
+		writeTier(c, &tiers[i], &limits[i])
 	}
 }
 
 // writeTier writes a tier's algorithm, limit, remaining, reset_ms,
 // retry_after_ms and window_ms.
-func writeTier(c *Ctx, t policy.Tier, l limit) {
+func writeTier(c *Ctx, t *policy.Tier, l *limit) {
 	c.W.BulkString(t.Algorithm)
 	c.W.Int(l.res.Limit)
 	c.W.Int(l.res.Remaining)

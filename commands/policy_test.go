@@ -137,3 +137,29 @@ func TestPolicy_ReloadUnderLoad(t *testing.T) {
 		t.Errorf("admitted %v: the reloads did not interleave with decisions", admitted)
 	}
 }
+
+// TestPolicy_HotPathAllocs guards bench/policy's bar: a decision on
+// existing keys builds its keys once, in Spec.Locks, and allocates only
+// the path's string (policy.Request holds strings), whatever the method's
+// case.
+func TestPolicy_HotPathAllocs(t *testing.T) {
+	s, _ := newTestServer(t)
+	c := &resp.Conn{}
+	do(s, c, "POLICY", "SET", "{id: items, path: '/v1/orgs/{org}/items/*', methods: [GET], "+
+		"tiers: [{algorithm: cl, burst: 1000, count: 1000000, period: 1s}, {algorithm: fwc, limit: 1000000000, window: 1m}]}")
+	for _, method := range []string{"GET", "get"} {
+		args := [][]byte{[]byte("THROTTLE.POLICY"), []byte(method), []byte("/v1/orgs/o1/items/5"), []byte("user:" + method)}
+		c.W.Truncate(0)
+		s.ServeRESP(c, args)
+		if id, limited := policyReply(t, string(c.W.Bytes())); id != "items" || limited {
+			t.Fatalf("%s: decided by %q (limited %v), want items", method, id, limited)
+		}
+		allocs := testing.AllocsPerRun(1000, func() {
+			c.W.Truncate(0)
+			s.ServeRESP(c, args)
+		})
+		if allocs > 1 {
+			t.Errorf("THROTTLE.POLICY %s on existing keys: %v allocs, want <= 1", method, allocs)
+		}
+	}
+}

@@ -395,7 +395,7 @@ func (s *Server) addLocks(l *store.LockSet, st *connState, spec *Spec, args [][]
 		return
 	}
 	if spec.Locks != nil {
-		spec.Locks(s, st, args, func(k []byte) { l.Add(s.store, k) })
+		spec.Locks(s, st, args, l)
 	}
 	if spec.KeysFn != nil {
 		spec.KeysFn(args, func(k []byte) { l.Add(s.store, k) })

@@ -3,6 +3,8 @@ package commands
 import (
 	"fmt"
 	"strings"
+
+	"github.com/throttleddb/throttled/store"
 )
 
 // Flags describe how the dispatcher treats a command.
@@ -55,8 +57,9 @@ type Spec struct {
 	// Locks finds the keys whose shards a call must hold when the server,
 	// not the arguments, names them: THROTTLE.POLICY's tiers' keys come
 	// from the policy table. They are locked as KeysFn's are, but are not
-	// the call's keys for ACL patterns or COMMAND GETKEYS.
-	Locks func(s *Server, st *connState, args [][]byte, fn func(key []byte))
+	// the call's keys for ACL patterns or COMMAND GETKEYS. It adds their
+	// shards to l itself: a callback would cost the call an allocation.
+	Locks func(s *Server, st *connState, args [][]byte, l *store.LockSet)
 	// Prepare turns a call into the one that is logged and run, on the node
 	// the client asked, before it is queued, proposed or run: POLICY
 	// RELOAD reads the policy file there and becomes POLICY LOAD with its
@@ -288,6 +291,7 @@ var specs = []*Spec{
 	{Name: "swc.throttle", Arity: -4, Flags: Write | DenyOOM | Fast, FirstKey: 1, LastKey: 1, Step: 1, Access: KeyRead | KeyWrite, Categories: CatWrite | CatRatelimit | CatFast, Group: "throttle", Summary: "Applies a sliding window counter.", Run: engineThrottle(famSWC)},
 	{Name: "tb.throttle", Arity: -5, Flags: Write | DenyOOM | Fast, FirstKey: 1, LastKey: 1, Step: 1, Access: KeyRead | KeyWrite, Categories: CatWrite | CatRatelimit | CatFast, Group: "throttle", Summary: "Applies a token bucket.", Run: engineThrottle(famTB)},
 	{Name: "lb.throttle", Arity: -5, Flags: Write | DenyOOM | Fast, FirstKey: 1, LastKey: 1, Step: 1, Access: KeyRead | KeyWrite, Categories: CatWrite | CatRatelimit | CatFast, Group: "throttle", Summary: "Applies a leaky bucket (as a queue).", Run: engineThrottle(famLB)},
+	{Name: "throttle.reset", Arity: -2, Flags: Write, FirstKey: 1, LastKey: -1, Step: 1, Locks: resetLocks, Access: KeyWrite, Categories: CatKeyspace | CatWrite | CatSlow, Group: "generic", Summary: "Resets rate limits: forgets the keys' history (on a mesh, on every node).", Run: throttleReset},
 	{Name: "throttle.policy", Arity: -4, Flags: Write | DenyOOM | NoScript, Locks: (*Server).policyLocks, Access: KeyUnchecked, Secrets: policySecrets, Categories: CatWrite | CatRatelimit | CatSlow, Group: "throttle", Summary: "Decides a request by the rate-limit policies held in the store.", Run: throttlePolicy},
 	{Name: "policy", Arity: -2, Flags: Write | NoScript | AllKeys, Categories: CatSlow, Group: "server", Summary: "A container for rate-limit policy commands.",
 		Subcommands: []Sub{
@@ -299,6 +303,8 @@ var specs = []*Spec{
 			{Name: "reload", Categories: CatAdmin | CatWrite | CatSlow | CatDangerous},
 			{Name: "set", Categories: CatAdmin | CatWrite | CatSlow | CatDangerous},
 		}, Prepare: policyPrepare, Run: policyCmd},
+	{Name: "quota.lease", Arity: -6, Flags: Write | DenyOOM | NoScript, FirstKey: 1, LastKey: 1, Step: 1, Locks: leaseTableLocks, Access: KeyRead | KeyWrite, Categories: CatWrite | CatRatelimit | CatSlow, Group: "throttle", Summary: "Leases a batch of a rate limit's units to a holder (eager or lazy).", Run: quotaLease},
+	{Name: "quota.return", Arity: 3, Flags: Write | NoScript, KeysFn: quotaReturnKeys, Locks: leaseTableLocks, Access: KeyRead | KeyWrite, Categories: CatWrite | CatRatelimit | CatSlow, Group: "throttle", Summary: "Ends a lease: credits back its unused units, or charges a lazy lease's use.", Run: quotaReturn},
 	// Node-local and outside the keyspace (telemetry.go): neither Write nor
 	// ReadOnly, so a replicated node runs them without the log.
 	{Name: "telemetry.report", Arity: -5, Flags: NoScript, Categories: CatRatelimit | CatSlow, Group: "throttle", Summary: "Reports a client's requests and 429s to its group and returns the group's aggregate (never charges a quota).", Run: telemetryReport},

@@ -41,19 +41,24 @@ func TestCommandTable_Fixtures(t *testing.T) {
 			docs = append(docs, unindent(sortedSubs(r))[1:]...)
 		}
 	}
-	for path, want := range map[string][]string{infoFixture: info, docsFixture: docs} {
-		text := strings.Join(want, "\n") + "\n"
-		got, err := os.ReadFile(path)
-		if err == nil && string(got) == text {
-			continue
-		}
-		if !*rewrite {
-			t.Errorf("%s differs from redis-server's replies (go test ./compat -run CommandTable -rewrite regenerates it): %v", path, err)
-			continue
-		}
-		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
+	checkFixture(t, infoFixture, strings.Join(info, "\n")+"\n")
+	checkFixture(t, docsFixture, strings.Join(docs, "\n")+"\n")
+}
+
+// checkFixture fails when the file at path does not hold text, what a live
+// redis-server answered; with -rewrite it writes text there instead.
+func checkFixture(t *testing.T, path, text string) {
+	t.Helper()
+	got, err := os.ReadFile(path)
+	if err == nil && string(got) == text {
+		return
+	}
+	if !*rewrite {
+		t.Errorf("%s differs from redis-server's replies (go test ./compat -run %s -rewrite regenerates it): %v", path, t.Name(), err)
+		return
+	}
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -607,6 +607,11 @@ func splitArgs(line string) ([]string, error) {
 // DEBUG is enabled (Redis 7 refuses it by default), so scripts can check
 // DEBUG DIGEST's replies against it. extra are more redis-server options.
 func startRedis(t *testing.T, pass string, extra ...string) string {
+	return startRedisProc(t, pass, extra...).Addr
+}
+
+// startRedisProc is startRedis, returning the process.
+func startRedisProc(t *testing.T, pass string, extra ...string) *proc.Process {
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		t.Skip("redis-server is not installed; the reference target is skipped")
@@ -627,5 +632,5 @@ func startRedis(t *testing.T, pass string, extra ...string) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.Stop() })
-	return p.Addr
+	return p
 }

@@ -171,14 +171,25 @@ func (b bucket) Commit(state []byte, now, qty int64) ([]byte, int64, error) {
 	if err := commitQty(qty); err != nil {
 		return nil, 0, err
 	}
+	return b.commit(state, now, qty, false)
+}
+
+// commit is Commit of qty > 0; with force past the limit too (Force).
+func (b bucket) commit(state []byte, now, qty int64, force bool) ([]byte, int64, error) {
 	t, d, err := b.debt(state, now)
 	if err != nil {
 		return nil, 0, err
 	}
-	if qty > b.limit || qty*b.unit > b.size-d {
+	if !force && (qty > b.limit || qty*b.unit > b.size-d) {
 		return nil, 0, ErrLimited
 	}
-	d += qty * b.unit
+	cost, err := mul(qty, b.unit)
+	if err == nil {
+		d, err = add(d, cost)
+	}
+	if err != nil {
+		return nil, 0, err
+	}
 	fullAt, err := add(t, ceilDiv(d, b.rate))
 	if err != nil {
 		return nil, 0, err

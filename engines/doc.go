@@ -140,6 +140,14 @@
 // a key written by several nodes into one such state and decides on it with
 // this package's arithmetic.
 //
+// # Leases
+//
+// Credit gives back unused units of an earlier Commit that GrantOf located
+// (a quota lease's return), exactly on FWC, SWL and SWC, never more than
+// exactly on TB and LB, whose debt may have drained meanwhile; Force records
+// units past the limit (a lazy lease's report; not SWL, whose log is bounded
+// by its limit). docs/leases.md has the argument for the buckets.
+//
 // # Overflow
 //
 // Constructors refuse parameters whose products do not fit in int64

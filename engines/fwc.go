@@ -103,16 +103,25 @@ func (l fwc) Commit(state []byte, now, qty int64) ([]byte, int64, error) {
 	if err := commitQty(qty); err != nil {
 		return nil, 0, err
 	}
+	return l.commit(state, now, qty, false)
+}
+
+// commit is Commit of qty > 0; with force past the limit too (Force).
+func (l fwc) commit(state []byte, now, qty int64, force bool) ([]byte, int64, error) {
 	now, used, end, err := l.at(state, now)
 	if err != nil {
 		return nil, 0, err
 	}
-	if qty > l.limit-used {
+	if !force && qty > l.limit-used {
 		return nil, 0, ErrLimited
+	}
+	count, err := add(used, qty)
+	if err != nil {
+		return nil, 0, err
 	}
 	next := reuse(state, fwcLen)
 	writeHeader(next, FWC)
 	putInt(next, 2, now)
-	putInt(next, 10, used+qty)
+	putInt(next, 10, count)
 	return next, end, nil
 }

@@ -136,8 +136,9 @@ func (l swc) view(state []byte, now int64) (v swcView, t int64, p swcPos, err er
 	if body%8 != 0 || body/8 < MinSubwindows || body/8 > MaxSubwindows {
 		return v, 0, p, ErrCorruptState
 	}
-	// The newest counter is > 0: a Commit just added to it.
-	if !countersFit(state, body/8) || getInt(state, swcCounters) == 0 {
+	// Some counter is > 0: a Commit just added to the newest (a lease's
+	// Credit may have emptied it since, not all of them).
+	if !countersFit(state, body/8) || countersZero(state, body/8) {
 		return v, 0, p, ErrCorruptState
 	}
 	v, t, p = l.viewAt(state, body/8, getInt(state, headerLen), now)
@@ -154,6 +155,16 @@ func countersFit(b []byte, ns int) bool {
 			return false
 		}
 		sum += c
+	}
+	return true
+}
+
+// countersZero reports whether the ns counters encoded in b are all 0.
+func countersZero(b []byte, ns int) bool {
+	for i := range ns {
+		if getInt(b, swcCounters+8*i) != 0 {
+			return false
+		}
 	}
 	return true
 }
@@ -289,12 +300,27 @@ func (l swc) Commit(state []byte, now, qty int64) ([]byte, int64, error) {
 	if err := commitQty(qty); err != nil {
 		return nil, 0, err
 	}
+	return l.commit(state, now, qty, false)
+}
+
+// commit is Commit of qty > 0; with force past the limit too (Force). The
+// counters' sum must still fit in int64.
+func (l swc) commit(state []byte, now, qty int64, force bool) ([]byte, int64, error) {
 	v, t, p, err := l.view(state, now)
 	if err != nil {
 		return nil, 0, err
 	}
-	if qty > l.limit-l.estimate(&v, p) {
+	if !force && qty > l.limit-l.estimate(&v, p) {
 		return nil, 0, ErrLimited
+	}
+	if force {
+		var sum int64 // <= MaxInt64 (view checked it)
+		for i := range l.n {
+			sum += v.counter(i)
+		}
+		if qty > math.MaxInt64-sum {
+			return nil, 0, ErrOverflow
+		}
 	}
 	// Everything that can fail comes before the first write: state may be
 	// the caller's stored value.

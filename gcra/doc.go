@@ -45,4 +45,9 @@
 // base = max(tat, now), so an earlier now only makes the key look fuller than it is.
 // This is unlike golang.org/x/time/rate, whose rewinding of "last" lets a stale now
 // create tokens (golang/go issue 71360).
+//
+// Credit and Force serve quota leases (docs/leases.md): Credit moves the TAT back
+// by a lease's unused intervals, but never past the debt its grant left, drained
+// to now, so it never gives back what a later decision relied on; Force records
+// units past the limit.
 package gcra

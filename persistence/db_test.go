@@ -79,6 +79,35 @@ func TestLoad_DropsExpired(t *testing.T) {
 	compareRecs(t, got, want)
 }
 
+// TestLoad_KeepsHeld: a merged state past its expiry that the store holds
+// (store.SetHold: a mesh node's reset mark, kept until every peer has it)
+// is loaded from the log and from the saved copy alike; another merged
+// state past its expiry is dropped.
+func TestLoad_KeepsHeld(t *testing.T) {
+	held := store.Value{Kind: store.KindMerged, Bytes: []byte("held")}
+	other := store.Value{Kind: store.KindMerged, Bytes: []byte("other")}
+	d := openT(t, t.TempDir(), EverySec)
+	d.Set(0, []byte("held"), held, nowMs-1)
+	d.Set(0, []byte("other"), other, nowMs-1)
+	closeT(t, d)
+	for _, from := range []string{"the log", "the saved copy"} {
+		d = openT(t, d.dir, EverySec)
+		s := newStoreT(t)
+		s.SetHold(func(_ int, key []byte, _ store.Value) bool { return string(key) == "held" })
+		if _, err := d.Load(s, nowMs*1e6); err != nil {
+			t.Fatal(err)
+		}
+		tx := s.Tx(nowMs * 1e6)
+		if v, ok := tx.Get(0, []byte("held")); !ok || string(v.Bytes) != "held" {
+			t.Errorf("from %s: the held state is gone", from)
+		}
+		if tx.Exists(0, []byte("other")) {
+			t.Errorf("from %s: an expired state nothing holds was loaded", from)
+		}
+		closeT(t, d)
+	}
+}
+
 // TestLoad_KeepsKeyThroughItsMillisecond: a key whose expiry is the
 // millisecond a restart happens in comes back, from the log and from the
 // saved copy alike, up to the last nanosecond of that millisecond, and not at

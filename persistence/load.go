@@ -74,7 +74,7 @@ func (d *DB) loadSaved(s *store.Store, nowMs int64, expired *pebble.Batch) error
 		if err != nil {
 			return fmt.Errorf("key %q of db %d: %w", key, db, err)
 		}
-		if store.Expired(expireMs, nowMs) {
+		if store.Expired(expireMs, nowMs) && !s.Held(db, key, v) {
 			return expired.Delete(k, nil)
 		}
 		if v.Kind != store.KindInt {

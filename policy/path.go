@@ -30,23 +30,28 @@ func Normalize(path string) ([]string, bool) {
 }
 
 // AppendNormalized is Normalize appending the segments to segs, which a
-// caller can reuse between calls; a clean path's segments alias it.
+// caller can reuse between calls; a clean path's segments alias it. It
+// reads the path once: only a segment holding an escape is decoded.
 func AppendNormalized(segs []string, path string) ([]string, bool) {
-	for i := 0; i < len(path); i++ {
-		if path[i] == '?' || path[i] == '#' {
-			path = path[:i]
-			break
-		}
-	}
-	if !strings.HasPrefix(path, "/") {
+	if path == "" || path[0] != '/' {
 		return nil, false
 	}
-	for rest := path[1:]; ; {
-		raw, after, more := strings.Cut(rest, "/")
-		rest = after
-		seg, ok := decodeSegment(raw)
-		if !ok {
-			return nil, false
+	start, escaped := 1, false
+	for i := 1; ; i++ {
+		last := i == len(path) || path[i] == '?' || path[i] == '#'
+		if !last && path[i] != '/' {
+			if c := path[i]; c <= ' ' || c == 0x7f {
+				return nil, false
+			}
+			escaped = escaped || path[i] == '%'
+			continue
+		}
+		seg := path[start:i]
+		if escaped {
+			var ok bool
+			if seg, ok = decodeSegment(seg); !ok {
+				return nil, false
+			}
 		}
 		switch seg {
 		case "", ".":
@@ -57,9 +62,10 @@ func AppendNormalized(segs []string, path string) ([]string, bool) {
 		default:
 			segs = append(segs, seg)
 		}
-		if !more {
+		if last {
 			return segs, true
 		}
+		start, escaped = i+1, false
 	}
 }
 
@@ -70,7 +76,7 @@ func Join(segs []string) string { return "/" + strings.Join(segs, "/") }
 // and upper-cases the others' hex digits; false for a malformed escape or a
 // byte no path may hold (controls, space, DEL).
 func decodeSegment(s string) (string, bool) {
-	if !strings.ContainsAny(s, "%") {
+	if strings.IndexByte(s, '%') < 0 {
 		for i := 0; i < len(s); i++ {
 			if s[i] <= ' ' || s[i] == 0x7f {
 				return "", false

@@ -17,6 +17,9 @@ type Table struct {
 	root     *node               // the templates, as a trie of segments
 	names    map[string]*group
 	fallback map[string]*group // Default, Unknown
+	// def and unknown are fallback's two groups (nil if none), which
+	// every request's steps look in.
+	def, unknown *group
 }
 
 // A group is the policies of one endpoint (a template shape, a name or a
@@ -93,6 +96,7 @@ func build(ps []Policy, strict bool) (*Table, []error) {
 		}
 	}
 	slices.Sort(t.ids)
+	t.def, t.unknown = t.fallback[Default], t.fallback[Unknown]
 	return t, errs
 }
 
@@ -340,18 +344,17 @@ type step struct {
 func (t *Table) steps(r Request) (string, [5]step) {
 	g := t.endpointGroup(r)
 	if g == nil {
-		g = t.fallback[Unknown]
+		g = t.unknown
 	}
 	endpoint := Unknown
 	if g != nil {
 		endpoint = g.endpoint
 	}
-	def := t.fallback[Default]
 	return endpoint, [5]step{
 		{g, r.Tenant, StepEndpointTenant, true},
 		{g, "", StepEndpointAny, false},
-		{def, r.Tenant, StepDefaultTenant, true},
-		{def, "", StepDefaultAny, false},
-		{t.fallback[Unknown], "", StepUnknownAny, false},
+		{t.def, r.Tenant, StepDefaultTenant, true},
+		{t.def, "", StepDefaultAny, false},
+		{t.unknown, "", StepUnknownAny, false},
 	}
 }

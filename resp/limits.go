@@ -99,20 +99,36 @@ func (s *Server) Stats() NetStats {
 // ConnMem is what a connection holds in the server's memory, as CLIENT
 // LIST shows it. The goroutine serving the connection publishes it each
 // time it has served or written it (publish), so a look from another
-// goroutine sees the figures of its last round.
+// goroutine sees the figures of its last round; Conn.InfoNow gives a
+// handler the figures of its own connection as they are.
 type ConnMem struct {
-	QueryBuf     int64 // qbuf: request bytes read and not yet run
-	QueryBufFree int64 // qbuf-free: the rest of the read buffer
-	ReadBuf      int64 // rbs: the read buffer's size
-	Output       int64 // omem: replies not yet taken by the client
-	Held         int64 // oll: deferred replies the connection waits for
-	Total        int64 // tot-mem: all of it, with the connection's own state
+	// QueryBuf (qbuf) is the request bytes read and not yet parsed into
+	// arguments; while a command runs, every request since the last read,
+	// as Redis' query buffer holds them until it has run them all.
+	QueryBuf int64
+	// QueryBufFree (qbuf-free) is the room left after them in the read
+	// buffer, whose size ReadBuf is.
+	QueryBufFree, ReadBuf int64
+	// ArgvMem (argv-mem) is the bytes of the arguments parsed: the running
+	// command's, or those of a request not fully arrived. (Here they are
+	// slices of the read buffer; Redis copies them out of its own.)
+	ArgvMem int64
+	// ReplyBuf (rbs) is the reply buffer's size, and ReplyPeak (rbp) the
+	// most bytes it held at once in the last replyPeakWindow.
+	ReplyBuf, ReplyPeak int64
+	Output              int64 // omem: replies not yet taken by the client
+	Held                int64 // oll: deferred replies the connection waits for
+	Total               int64 // tot-mem: all of it, with the connection's own state
 }
 
 // connOverhead is what a connection costs besides its buffers: the Conn and
 // the handler's state for it. It is an estimate for tot-mem; docs/operations.md
 // ("Client limits") has the measured figure.
 const connOverhead = 1 << 10
+
+// replyPeakWindow is how long ReplyPeak remembers a peak, Redis'
+// reply-buffer-peak-reset-time.
+const replyPeakWindow = 5 * time.Second
 
 // cronEvery is how often the server looks at its connections for the
 // timeout and the soft output limit, Redis' hz 10.
@@ -222,8 +238,12 @@ func (s *Server) expired(now int64, kill []*Conn) []*Conn {
 // goroutine) and the copy its serving goroutine compares against, so that
 // a round that changed nothing stores nothing.
 type connMem struct {
-	QueryBuf, QueryBufFree, ReadBuf, Output, Held, Total atomic.Int64
-	last                                                 ConnMem // owner's
+	QueryBuf, QueryBufFree, ReadBuf, ArgvMem, ReplyBuf, ReplyPeak, Output, Held, Total atomic.Int64
+
+	last ConnMem // owner's
+	// peak is the most bytes W held since peakSince (Server.tick), for
+	// ReplyPeak (owner's).
+	peak, peakSince int64
 }
 
 // Mem returns what c holds in memory, as of its last round. Safe from any
@@ -231,21 +251,47 @@ type connMem struct {
 func (c *Conn) Mem() ConnMem {
 	m := &c.mem
 	return ConnMem{QueryBuf: m.QueryBuf.Load(), QueryBufFree: m.QueryBufFree.Load(), ReadBuf: m.ReadBuf.Load(),
+		ArgvMem: m.ArgvMem.Load(), ReplyBuf: m.ReplyBuf.Load(), ReplyPeak: m.ReplyPeak.Load(),
 		Output: m.Output.Load(), Held: m.Held.Load(), Total: m.Total.Load()}
+}
+
+// memNow returns what c holds now, with unsent bytes of W not yet taken by
+// the socket; q is what its reader holds. Only the goroutine serving c
+// calls it.
+func (c *Conn) memNow(q queryMem, unsent int) ConnMem {
+	return ConnMem{
+		QueryBuf: int64(q.qbuf), QueryBufFree: int64(q.free), ReadBuf: int64(q.size), ArgvMem: int64(q.argvLen),
+		ReplyBuf: int64(cap(c.W.b)), ReplyPeak: c.notePeak(),
+		Output: int64(unsent + c.heldBytes), Held: int64(len(c.held)),
+		Total: int64(q.size+q.argSlice+cap(c.W.b)+c.heldBytes) + connOverhead,
+	}
+}
+
+// notePeak records how many bytes W holds now for ReplyPeak, and returns
+// the peak of the window. Only the goroutine serving c calls it: before W
+// is emptied, and when the figures are taken.
+func (c *Conn) notePeak() int64 {
+	m := &c.mem
+	var now int64
+	if c.srv != nil {
+		now = c.srv.tick.Load()
+	}
+	if now-m.peakSince >= int64(replyPeakWindow) {
+		m.peak, m.peakSince = 0, now
+	}
+	m.peak = max(m.peak, int64(len(c.W.b)))
+	return m.peak
 }
 
 // publish records what c holds now, with unsent bytes of W not yet taken
 // by the socket, for Mem and the soft output limit. Only the goroutine
 // serving c calls it; a round that changed nothing stores nothing.
 func (c *Conn) publish(unsent int) {
-	var now ConnMem
+	var q queryMem
 	if c.rd != nil {
-		used, size := c.rd.mem()
-		now.QueryBuf, now.ReadBuf, now.QueryBufFree = int64(used), int64(size), int64(size-used)
+		q = c.rd.mem()
 	}
-	now.Output = int64(unsent + c.heldBytes)
-	now.Held = int64(len(c.held))
-	now.Total = now.ReadBuf + int64(cap(c.W.b)+c.heldBytes) + connOverhead
+	now := c.memNow(q, unsent)
 	if now == c.mem.last {
 		return
 	}
@@ -254,6 +300,9 @@ func (c *Conn) publish(unsent int) {
 	m.QueryBuf.Store(now.QueryBuf)
 	m.QueryBufFree.Store(now.QueryBufFree)
 	m.ReadBuf.Store(now.ReadBuf)
+	m.ArgvMem.Store(now.ArgvMem)
+	m.ReplyBuf.Store(now.ReplyBuf)
+	m.ReplyPeak.Store(now.ReplyPeak)
 	m.Output.Store(now.Output)
 	m.Held.Store(now.Held)
 	m.Total.Store(now.Total)

@@ -178,6 +178,7 @@ func (ls *loops) add(c *Conn) error {
 	}
 	l := c.ls.lp
 	c.ls.fd = fd
+	c.setFD(fd)
 	c.setReader(socketSource{c})
 	l.mu.Lock()
 	defer l.mu.Unlock()

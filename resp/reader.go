@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"sync/atomic"
+	"unsafe"
 )
 
 // Limits bound what one request may hold. Zero fields mean the Redis defaults.
@@ -476,9 +477,49 @@ func (r *Reader) maxQuery() int {
 	return r.lim.MaxQueryLen
 }
 
-// mem returns how many bytes are buffered and the buffer's size, for
-// CLIENT LIST's qbuf and rbs.
-func (r *Reader) mem() (used, size int) { return r.end - r.start, len(r.buf) }
+// queryMem is what a Reader holds, in CLIENT LIST's terms (Redis 7.0's
+// client fields, named after them).
+type queryMem struct {
+	qbuf     int // request bytes in the buffer not yet parsed into arguments
+	free     int // room after them
+	size     int // the buffer's size
+	argvLen  int // the bytes of the arguments parsed
+	argSlice int // the argument and offset slices' own memory
+}
+
+// mem returns what r holds between two commands, as Redis' query buffer
+// and argv hold it then: the bytes of a request not fully arrived, less
+// the arguments already parsed out of it, and those arguments.
+func (r *Reader) mem() queryMem {
+	m := r.bufMem()
+	m.qbuf = r.end - r.start
+	if r.left > 0 {
+		m.qbuf -= r.pos
+		for k := 0; k+1 < len(r.offs); k += 2 {
+			m.argvLen += r.offs[k+1] - r.offs[k]
+		}
+	}
+	return m
+}
+
+// memRunning returns what r holds while the command Read returned last
+// runs, as Redis' query buffer and argv hold them then: every request
+// since the last read (buf starts with the first of them; Redis trims its
+// buffer once it has run them all), and the command's arguments.
+func (r *Reader) memRunning() queryMem {
+	m := r.bufMem()
+	m.qbuf = r.end
+	for _, a := range r.args {
+		m.argvLen += len(a)
+	}
+	return m
+}
+
+// bufMem fills the sizes that do not depend on the request.
+func (r *Reader) bufMem() queryMem {
+	return queryMem{free: len(r.buf) - r.end, size: len(r.buf),
+		argSlice: cap(r.args)*int(unsafe.Sizeof([]byte(nil))) + cap(r.offs)*int(unsafe.Sizeof(0))}
+}
 
 // release drops the buffers when no request is under way, so an idle
 // connection does not keep them; the next read allocates them again. It

@@ -356,6 +356,7 @@ func (s *Server) newConn(nc net.Conn) *Conn {
 	c.W.max = int(s.limits.Load().Output.Hard)
 	c.lastIO.Store(s.tick.Load())
 	c.info.Proto, c.info.Multi, c.info.User = 2, -1, "default"
+	c.info.FD = fdOf(nc)
 	c.unauthed = s.cfg.RequireAuth != nil && s.cfg.RequireAuth()
 	return c
 }
@@ -639,6 +640,7 @@ var errOutputLimit = errors.New("resp: client output buffer limit reached")
 
 // written empties W once the socket has taken it all.
 func (c *Conn) written() {
+	c.notePeak()
 	c.W.reset()
 	c.hold = 0
 }
@@ -655,7 +657,10 @@ type ClientInfo struct {
 	LastActive            int64 // Unix ns of the last command
 	LastCmd               string
 	Multi                 int // queued commands, -1 outside MULTI
-	Mem                   ConnMem
+	// FD is the socket's file descriptor in this process (the one the
+	// event loop reads), -1 when it has none.
+	FD  int
+	Mem ConnMem
 }
 
 // Info returns the connection's CLIENT LIST fields. Safe from any goroutine.
@@ -665,6 +670,49 @@ func (c *Conn) Info() ClientInfo {
 	i := c.info.ClientInfo
 	i.ID, i.Addr, i.LAddr, i.Created, i.Mem = c.ID, c.Addr, c.LAddr, c.Created, c.Mem()
 	return i
+}
+
+// InfoNow is Info with c's buffers as they are now, as Redis shows the
+// client that runs CLIENT LIST or CLIENT INFO: qbuf holds the running
+// command's request and what was read after it, argv-mem its arguments,
+// rbp the replies built so far in this round. omem and oll stay those of
+// the last round. Only the handler's calls for c may call it.
+func (c *Conn) InfoNow() ClientInfo {
+	i := c.Info()
+	var q queryMem
+	if c.rd != nil {
+		q = c.rd.memRunning()
+	}
+	now := c.memNow(q, 0)
+	now.Output, now.Held = i.Mem.Output, i.Mem.Held
+	i.Mem = now
+	return i
+}
+
+// setFD records fd as c's descriptor, for CLIENT LIST.
+func (c *Conn) setFD(fd int) {
+	c.info.Lock()
+	c.info.FD = fd
+	c.info.Unlock()
+}
+
+// fdOf returns the file descriptor of nc's socket (under TLS, of the
+// connection it runs on), or -1.
+func fdOf(nc net.Conn) int {
+	if tc, ok := nc.(*tls.Conn); ok {
+		nc = tc.NetConn()
+	}
+	sc, ok := nc.(syscall.Conn)
+	if !ok {
+		return -1
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return -1
+	}
+	fd := -1
+	rc.Control(func(s uintptr) { fd = int(s) })
+	return fd
 }
 
 // Touch records the command being run and when, for CLIENT LIST.

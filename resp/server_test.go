@@ -66,6 +66,9 @@ func (h *testHandler) ServeRESP(c *Conn, args [][]byte) {
 		h.blocked <- struct{}{}
 		<-h.release
 		c.W.Status("UNBLOCKED")
+	case "CLIENTINFO":
+		i := c.InfoNow()
+		c.W.Status(fmt.Sprintf("fd=%d qbuf=%d argv-mem=%d rbs=%d rbp=%d", i.FD, i.Mem.QueryBuf, i.Mem.ArgvMem, i.Mem.ReplyBuf, i.Mem.ReplyPeak))
 	case "QUIT":
 		c.W.OK()
 		c.CloseAfterReply()

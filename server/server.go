@@ -199,6 +199,9 @@ func Start(cfg Config) (*Node, error) {
 	}
 	var pdb *persistence.DB
 	if cfg.Dir != "" && cfg.Raft == nil {
+		if cfg.CRDT != nil {
+			st.SetHold(crdt.HoldMarks) // until the node starts
+		}
 		if pdb, err = load(cfg, st, clk.Now()); err != nil {
 			if metrics != nil {
 				metrics.close()

@@ -26,6 +26,10 @@ const (
 	// second byte says which. Its expiry is derived from the bytes by the
 	// node that holds it, so digests leave it out (see Digest).
 	KindMerged
+
+	// KindLeases is the lease table of a rate-limit key (package lease),
+	// its encoded bytes: the leases QUOTA.LEASE granted on the key.
+	KindLeases
 )
 
 // TypeName is what TYPE answers for a key of this kind, and what SCAN's TYPE
@@ -47,6 +51,8 @@ func (k Kind) TypeName() string {
 		return "lb"
 	case KindMerged:
 		return "merged"
+	case KindLeases:
+		return "leases"
 	}
 	return "none"
 }

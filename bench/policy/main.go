@@ -108,34 +108,56 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 
 	cmds := commands(cfg.templates)
 	fmt.Fprintf(stdout, "## Throughput (redis-benchmark -c 50 -n %d -r 100000, --threads %s)\n\n", cfg.requests, cfg.threads)
-	fmt.Fprintln(stdout, "| -P | THROTTLE.POLICY rps | THROTTLE.ALL rps | ratio (runs) | bar 0.8 |")
-	fmt.Fprintln(stdout, "|---|---|---|---|---|")
+	fmt.Fprintln(stdout, "The ratio is THROTTLE.POLICY's rps over THROTTLE.ALL's; the CPU columns are the server's user+system time per call")
+	fmt.Fprintln(stdout, "(median, µs), and the CPU ratio THROTTLE.ALL's over THROTTLE.POLICY's: the throughput ratio the one command")
+	fmt.Fprintln(stdout, "thread allows, which the other processes of a shared machine move less than rps.")
+	fmt.Fprintln(stdout)
+	fmt.Fprintln(stdout, "| -P | THROTTLE.POLICY rps | THROTTLE.ALL rps | ratio (runs) | CPU/call POLICY, ALL | CPU ratio (runs) | bar 0.8 |")
+	fmt.Fprintln(stdout, "|---|---|---|---|---|---|---|")
+	pid := p.Pid()
 	for _, pipe := range cfg.pipelines {
-		rps := map[string][]float64{}
+		rps, cpu := map[string][]float64{}, map[string][]float64{}
 		for r := range cfg.runs {
 			order := []string{"THROTTLE.POLICY", "THROTTLE.ALL"}
 			if r%2 == 1 {
 				slices.Reverse(order)
 			}
 			for _, name := range order {
+				before, err := harness.CPUTime(pid)
+				if err != nil {
+					return err
+				}
 				res, err := redisbench.Run(ctx, redisbench.Options{Addr: addr, Clients: 50, Requests: cfg.requests, KeySpace: 100000, Pipeline: pipe, Command: cmds[name]})
 				if err != nil {
 					return err
 				}
-				logf("-P %d run %d %s: %.0f rps", pipe, r+1, name, res.RPS)
+				after, err := harness.CPUTime(pid)
+				if err != nil {
+					return err
+				}
+				perCall := float64((after-before).Nanoseconds()) / 1e3 / float64(cfg.requests)
+				logf("-P %d run %d %s: %.0f rps, %.2f µs CPU a call", pipe, r+1, name, res.RPS, perCall)
 				rps[name] = append(rps[name], res.RPS)
+				cpu[name] = append(cpu[name], perCall)
 			}
 		}
-		ratios := harness.Ratios(rps["THROTTLE.POLICY"], rps["THROTTLE.ALL"])
-		ratio := harness.Median(ratios)
-		var each []string
-		for _, r := range ratios {
-			each = append(each, fmt.Sprintf("%.2f", r))
-		}
-		fmt.Fprintf(stdout, "| %d | %s | %s | **%.2f** (%s) | %s |\n", pipe, harness.RPSCell(rps["THROTTLE.POLICY"]), harness.RPSCell(rps["THROTTLE.ALL"]),
-			ratio, strings.Join(each, " "), harness.BarCell(ratio, true, ratio >= 0.8))
+		ratio, each := medianRatio(rps["THROTTLE.POLICY"], rps["THROTTLE.ALL"])
+		cpuRatio, cpuEach := medianRatio(cpu["THROTTLE.ALL"], cpu["THROTTLE.POLICY"])
+		fmt.Fprintf(stdout, "| %d | %s | %s | **%.2f** (%s) | %.2f, %.2f | **%.2f** (%s) | %s |\n", pipe, harness.RPSCell(rps["THROTTLE.POLICY"]), harness.RPSCell(rps["THROTTLE.ALL"]),
+			ratio, each, harness.Median(cpu["THROTTLE.POLICY"]), harness.Median(cpu["THROTTLE.ALL"]), cpuRatio, cpuEach, harness.BarCell(ratio, true, ratio >= 0.8))
 	}
 	return nil
+}
+
+// medianRatio is the median of the runs' ratios num[i]/den[i], and the
+// ratios themselves as text.
+func medianRatio(num, den []float64) (float64, string) {
+	ratios := harness.Ratios(num, den)
+	var each []string
+	for _, r := range ratios {
+		each = append(each, fmt.Sprintf("%.2f", r))
+	}
+	return harness.Median(ratios), strings.Join(each, " ")
 }
 
 // stages times the in-process stages of a decision, one call at a time,

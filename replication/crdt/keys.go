@@ -92,8 +92,9 @@ func (n *Node) merge(e entry) bool {
 			ok = false
 			return
 		}
-		if j.Kind != mstate.Str && store.Expired(exp, tx.NowMs()) {
-			// Full already: as good as no state.
+		if j.Kind != mstate.Str && store.Expired(exp, tx.NowMs()) && !n.hold(e.db, e.key, store.Value{Kind: store.KindMerged, Bytes: merged}) {
+			// Full already: as good as no state (unless it must
+			// stay, as a reset's mark does until every node has it).
 			if exists {
 				tx.Delete(e.db, e.key)
 			}
@@ -128,11 +129,20 @@ func (n *Node) expiryOf(j mstate.Joined, localExp, remoteExp int64, exists bool)
 		}
 		return exp, err
 	}
-	switch at := j.Expiry; {
-	case at != math.MinInt64:
+	if at := j.Expiry; at != math.MinInt64 {
 		return store.ExpiryAt(at), nil
-	case exists:
-		return max(remoteExp, localExp), nil
 	}
-	return remoteExp, nil
+	// A side a reset forgave whole has nothing left that its expiry
+	// was for; with nothing left at all, the key is fresh from the mark.
+	exp := int64(math.MinInt64)
+	if exists && !j.Forgot[0] {
+		exp = localExp
+	}
+	if !j.Forgot[1] {
+		exp = max(exp, remoteExp)
+	}
+	if exp == math.MinInt64 {
+		return store.ExpiryAt(j.Mark), nil
+	}
+	return exp, nil
 }

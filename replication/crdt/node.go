@@ -353,8 +353,9 @@ func (n *Node) Alone() bool {
 // hold reports whether a key must outlive its expiry (see store.SetHold):
 // it holds an admission of this node that some peer may not have yet
 // (the others' view of the key still counts it), or it is a string's
-// tombstone that some node may not have seen (it must keep older writes
-// from coming back there; a string written here that expires is one).
+// tombstone or a reset's mark that some node may not have seen (it must
+// keep older writes, or the history the reset forgave, from coming back
+// there; a string written here that expires is one).
 // It reads the state's bytes, so writes need no bookkeeping: only this
 // node folds its own events, and a write always leaves its newest one.
 func (n *Node) hold(_ int, _ []byte, v store.Value) bool {
@@ -365,10 +366,27 @@ func (n *Node) hold(_ int, _ []byte, v store.Value) bool {
 		return true
 	}
 	if k, _ := mstate.KindOf(v.Bytes); k != mstate.Str {
-		return false // only a string has a tombstone (and no clock read)
+		mark, err := mstate.Mark(v.Bytes)
+		return err == nil && mark != mstate.NoMark && lingers(mark, stable)
 	}
 	stamp, ok, err := mstate.StrTombstone(v.Bytes, n.Now())
-	return err == nil && ok && stamp >= stable-Linger.Nanoseconds()
+	return err == nil && ok && lingers(stamp, stable)
+}
+
+// lingers reports whether a tombstone or mark stamped at must stay when
+// every node knows every write stamped before stable: until Linger after
+// that passed it (and for ever while some node has not reported).
+func lingers(at, stable int64) bool {
+	return stable < math.MinInt64+Linger.Nanoseconds() || at >= stable-Linger.Nanoseconds()
+}
+
+// HoldMarks is what a mesh node's store keeps past its expiry until the
+// node starts (store.SetHold): every reset's mark, so that loading the data
+// folder does not lose one that some node may not have seen (the node
+// releases them once they are known everywhere).
+func HoldMarks(_ int, _ []byte, v store.Value) bool {
+	mark, err := mstate.Mark(v.Bytes)
+	return err == nil && mark != mstate.NoMark
 }
 
 // release moves the bounds hold keeps keys by. The caller holds mu, and

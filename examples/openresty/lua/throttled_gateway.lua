@@ -19,13 +19,7 @@
 --   RateLimit-Policy: "<policy>";q=<limit>;w=<period>
 --   RateLimit: "<policy>";r=<remaining>;t=<reset_after>
 --
--- Where throttled is, from the environment (list these with nginx's `env`
--- directive): THROTTLED_HOST (127.0.0.1), THROTTLED_PORT (6379),
--- THROTTLED_USERNAME (none), THROTTLED_PASSWORD (none), THROTTLED_DB (0),
--- THROTTLED_TIMEOUT_MS (1000). With a password the connection logs in with
--- AUTH <password>, or AUTH <username> <password> when a username is set.
--- Connections are pooled (set_keepalive); AUTH and SELECT are sent only on a
--- new connection, as Kong's plugins do.
+-- Where throttled is and how the module connects: throttled_conn.lua.
 --
 -- When throttled gives no decision (it cannot be reached, or it answers an
 -- error such as NOPERM or a reply that is not CL.THROTTLE's), the error is
@@ -34,75 +28,13 @@
 -- a request passes unlimited only where the operator chose that. Any other
 -- value is a mistake: every request gets 500 and the error is logged.
 
--- OpenResty ships lua-resty-redis as resty.redis; Debian's lua-nginx-redis
--- installs the same library as nginx.redis.
-local has_resty, redis = pcall(require, "resty.redis")
-if not has_resty then
-  redis = require "nginx.redis"
-end
+local conn = require "throttled_conn"
 
 local ngx = ngx
 local fmt = string.format
 local tonumber = tonumber
 
 local _M = { _VERSION = "1.0" }
-
-local function env(name, default)
-  local v = os.getenv(name)
-  if v == nil or v == "" then
-    return default
-  end
-  return v
-end
-
-local conf = {
-  host = env("THROTTLED_HOST", "127.0.0.1"),
-  port = tonumber(env("THROTTLED_PORT", "6379")),
-  username = env("THROTTLED_USERNAME", nil),
-  password = env("THROTTLED_PASSWORD", nil),
-  db = tonumber(env("THROTTLED_DB", "0")),
-  timeout = tonumber(env("THROTTLED_TIMEOUT_MS", "1000")),
-}
--- One pool per server and database, so a pooled connection always has the
--- database it was given with SELECT.
-local pool = fmt("%s:%d;%d", conf.host, conf.port, conf.db)
-
--- connect returns a connection from the pool, authenticated and on the
--- configured database.
-local function connect()
-  local red = redis:new()
-  red:set_timeout(conf.timeout)
-  local ok, err = red:connect(conf.host, conf.port, { pool = pool })
-  if not ok then
-    return nil, "connect: " .. err
-  end
-  local times, err = red:get_reused_times()
-  if not times then
-    return nil, "get_reused_times: " .. err
-  end
-  if times == 0 then
-    if conf.password then
-      local ok, err
-      if conf.username then
-        ok, err = red:auth(conf.username, conf.password)
-      else
-        ok, err = red:auth(conf.password)
-      end
-      if not ok then
-        red:close()
-        return nil, "auth: " .. err
-      end
-    end
-    if conf.db ~= 0 then
-      local ok, err = red:select(conf.db)
-      if not ok then
-        red:close()
-        return nil, "select: " .. err
-      end
-    end
-  end
-  return red
-end
 
 -- is_decision tells whether res has the shape of a CL.THROTTLE reply: five
 -- integers, the first 0 (allowed) or 1 (limited).
@@ -121,7 +53,7 @@ end
 -- throttle runs CL.THROTTLE key burst count period 1 and returns its reply
 -- (a table of five integers), or nil and an error.
 local function throttle(key, burst, count, period)
-  local red, err = connect()
+  local red, err = conn.connect()
   if not red then
     return nil, err
   end
@@ -163,14 +95,11 @@ function _M.access()
     ngx.log(ngx.ERR, "throttled_gateway: set $throttle_key, $throttle_burst, $throttle_count and $throttle_period")
     return ngx.exit(ngx.HTTP_INTERNAL_SERVER_ERROR)
   end
-  -- Unset (nil when no location sets it, "" when another one does) fails
-  -- closed; a value that is neither "on" nor "off" is a mistake, told at once.
-  local fail_open = ngx.var.throttle_fail_open
-  if fail_open ~= nil and fail_open ~= "" and fail_open ~= "on" and fail_open ~= "off" then
-    ngx.log(ngx.ERR, "throttled_gateway: $throttle_fail_open must be on or off, not ", fail_open)
+  local fail_open, err = conn.fail_open()
+  if err then
+    ngx.log(ngx.ERR, "throttled_gateway: ", err)
     return ngx.exit(ngx.HTTP_INTERNAL_SERVER_ERROR)
   end
-  fail_open = fail_open == "on"
   local policy = ngx.var.throttle_policy
   -- The policy name is sent as a quoted structured-field string: keep it to
   -- characters that need no escaping.
@@ -180,12 +109,7 @@ function _M.access()
 
   local res, err = throttle(key, burst, count, period)
   if not res then
-    if fail_open then
-      ngx.log(ngx.ERR, "throttled_gateway: ", err, " (failing open: request let through)")
-      return
-    end
-    ngx.log(ngx.ERR, "throttled_gateway: ", err, " (failing closed: 503)")
-    return ngx.exit(ngx.HTTP_SERVICE_UNAVAILABLE)
+    return conn.no_decision("throttled_gateway", err, fail_open)
   end
 
   local limited, limit, remaining, retry_after, reset_after = res[1], res[2], res[3], res[4], res[5]

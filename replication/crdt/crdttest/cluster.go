@@ -1,6 +1,7 @@
 package crdttest
 
 import (
+	"cmp"
 	"fmt"
 	"log/slog"
 	"os"
@@ -24,6 +25,9 @@ type Cluster struct {
 	base  server.Config
 	Net   *Net
 	Nodes []*Node
+	// StartAt is the debug clock's instant when a node starts or
+	// restarts: Start when 0.
+	StartAt int64
 }
 
 // Node is one node of a Cluster.
@@ -74,7 +78,7 @@ func (c *Cluster) run(m *Node) {
 	// The clock starts at Start: a node whose clock went back after it
 	// started would have promised its peers (in a watermark) that it
 	// stamps nothing earlier.
-	cfg.DebugClock, cfg.DebugClockStart, cfg.Dir = true, Start, m.Dir
+	cfg.DebugClock, cfg.DebugClockStart, cfg.Dir = true, cmp.Or(c.StartAt, Start), m.Dir
 	cfg.Logger = testlog.Slog(t, slog.LevelWarn).With("node", m.ID)
 	mesh := server.CRDTConfig{}
 	if c.base.CRDT != nil {
@@ -103,7 +107,7 @@ func (c *Cluster) Stop(m *Node) {
 }
 
 // Restart stops m and starts it again, with its data folder or, without
-// keep, an empty one. Its clock starts at Start again.
+// keep, an empty one. Its clock starts at StartAt (Start) again.
 func (c *Cluster) Restart(m *Node, keep bool) {
 	c.Stop(m)
 	if !keep {

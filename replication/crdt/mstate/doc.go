@@ -160,6 +160,13 @@
 // instance under a mesh-wide bound below which every node treats them as no
 // state, before each merge and each write.
 //
+// # Resets
+//
+// Reset forgives a key's history on every node (THROTTLE.RESET): a mark,
+// a max register, that moves the state's cut or floor to the reset's
+// stamp, so that every join drops what was admitted up to it. See
+// reset.go.
+//
 // # Retiring window state
 //
 // A window state has a floor, a max register: the join drops the slots
@@ -192,6 +199,11 @@
 //	SWL   floor int64; origins; entries (t, units int64, origin uint16)
 //	Str   stamp int64, origin, deleted uint8; value (length uint32, bytes);
 //	      epoch, expireMs int64; counters (origin, p uint64, n uint64)
+//
+// A rate-limit key reset on a mesh (Reset, reset.go) is version 2: its
+// kind, the reset's stamp int64, then its version 1 encoding after the
+// header; a bare mark (kind Marker, a reset of a key its node did not
+// hold) ends after the stamp.
 //
 // # Memory per key
 //

@@ -86,6 +86,16 @@ func decide(l Limiter, state []byte, self Origin, now, qty int64, b Bounds) (eng
 
 // reencode decodes state as a state of kind k and encodes it again.
 func reencode(state []byte, k Kind) ([]byte, error) {
+	if marked(state) {
+		m, plain, err := unmark(state)
+		if err != nil || plain == nil {
+			return withMark(plain, m), err
+		}
+		if plain, err = reencode(plain, k); err != nil {
+			return nil, err
+		}
+		return withMark(plain, m), nil
+	}
 	if k.debt() {
 		s, err := decodeDebt(state, k, nil)
 		if err != nil {

@@ -21,7 +21,13 @@ import (
 // on the others), and for a quiet TB or LB log (no events: its drain rate
 // is not kept; its expiry is that of whichever state's base won the join).
 func Expiry(state []byte) (int64, error) {
-	if len(state) == 0 {
+	m, state, err := unmark(state)
+	switch {
+	case err != nil:
+		return 0, err
+	case state == nil && m != NoMark:
+		return m, nil // a bare mark: no debt after its reset
+	case len(state) == 0:
 		return math.MinInt64, nil
 	}
 	k, err := KindOf(state)
@@ -66,6 +72,10 @@ func (s *debtLog) expiry() (int64, error) {
 // admissions, and is not decoded further (a node holds many keys that only
 // others write, and checks each one that expires).
 func Newest(state []byte, o Origin) (int64, error) {
+	_, state, err := unmark(state)
+	if err != nil || len(state) == 0 {
+		return math.MinInt64, err
+	}
 	k, err := KindOf(state)
 	var named [16]byte
 	if err != nil || k == Str || !bytes.Contains(state, appendOrigin(named[:0], o)) {

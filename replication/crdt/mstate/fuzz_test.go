@@ -30,6 +30,10 @@ func addSamples(f *testing.F, add func(a, b []byte)) {
 		m, _ := Merge(a, a)
 		add(m, nil)
 	}
+	for _, r := range resetSamples(f) {
+		add(r, nil)
+		add(r, ss[GCRA])
+	}
 	fine, coarse := busySamples(f)
 	add(coarse, fine)
 	add(fine, coarse)
@@ -67,8 +71,14 @@ func FuzzDecode(f *testing.F) {
 			}
 			return
 		}
-		if k == Str {
+		switch k {
+		case Str:
 			checkStr(t, state, now, qty, nil)
+			return
+		case Marker:
+			if m, err := Merge(state, state); err == nil && !bytes.Equal(m, state) {
+				t.Fatalf("Merge(s, s) = %x; want s = %x", m, state)
+			}
 			return
 		}
 		got, err := reencode(state, k)

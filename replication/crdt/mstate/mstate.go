@@ -33,6 +33,8 @@ func (k Kind) String() string {
 		return "cl"
 	case Str:
 		return "string"
+	case Marker:
+		return "none"
 	}
 	return engines.Kind(k).String()
 }
@@ -138,6 +140,21 @@ type view interface {
 func (l limiter) Kind() Kind { return l.kind }
 
 func (l limiter) Decide(state []byte, self Origin, now, qty int64, b Bounds) (Decision, error) {
+	m, plain, err := unmarkFor(state, l.kind)
+	if err != nil {
+		return Decision{Next: state, Expiry: math.MinInt64}, err
+	}
+	d, err := l.decide(plain, self, afterMark(now, m), qty, b)
+	if d.Write {
+		d.Next = withMark(d.Next, m)
+	} else {
+		d.Next = state
+	}
+	return d, err
+}
+
+// decide is Decide on an unmarked state.
+func (l limiter) decide(state []byte, self Origin, now, qty int64, b Bounds) (Decision, error) {
 	none := Decision{Next: state, Expiry: math.MinInt64}
 	v, err := l.p.open(state, self)
 	if err != nil {
@@ -165,6 +182,10 @@ func (l limiter) Decide(state []byte, self Origin, now, qty int64, b Bounds) (De
 }
 
 func (l limiter) FullAt(state []byte) (int64, error) {
+	_, state, err := unmarkFor(state, l.kind)
+	if err != nil {
+		return 0, err
+	}
 	if len(state) == 0 {
 		return math.MinInt64, nil
 	}
@@ -219,10 +240,19 @@ func NewGCRA(p gcra.Params) (Limiter, error) {
 // KindOf reports which algorithm wrote state, from its first two bytes. It
 // checks only those bytes; Merge, Fold and Decide validate the rest.
 func KindOf(state []byte) (Kind, error) {
-	if len(state) < headerLen || state[0] != version || Kind(state[1]) < FWC || Kind(state[1]) > Str {
-		return 0, engines.ErrCorruptState
+	if len(state) >= headerLen {
+		switch k := Kind(state[1]); state[0] {
+		case version:
+			if k >= FWC && k <= Str {
+				return k, nil
+			}
+		case markedVersion: // see reset.go
+			if len(state) >= markedLen && ((k >= FWC && k < Str) || k == Marker) {
+				return k, nil
+			}
+		}
 	}
-	return Kind(state[1]), nil
+	return 0, engines.ErrCorruptState
 }
 
 // debt reports whether k's state is a debt log (GCRA, TB, LB).
@@ -267,6 +297,12 @@ type Joined struct {
 	Kind  Kind   // its kind; 0 when both states were empty
 	// Expiry is Expiry(State), from the decoded join.
 	Expiry int64
+	// Mark is the join's reset mark (see Reset), NoMark for none, and
+	// Forgot says which of the two states it forgave whole: nothing of
+	// that side is left, so whatever expiry its holder gave it no longer
+	// applies (a window's expiry is the latest of its parts').
+	Mark   int64
+	Forgot [2]bool
 }
 
 // Join is Merge, and the kind and expiry of its result, decoding each
@@ -283,7 +319,10 @@ func Join(a, b []byte) (Joined, error) {
 // join is Join, the error of the expiry apart. Joining a state with an
 // empty one only validates it.
 func join(a, b []byte) (j Joined, expiryErr, err error) {
-	j.Expiry = math.MinInt64
+	if marked(a) || marked(b) {
+		return joinMarked(a, b)
+	}
+	j.Expiry, j.Mark = math.MinInt64, NoMark
 	k, err := kindOfPair(a, b)
 	switch {
 	case err != nil || k == 0:
@@ -341,6 +380,16 @@ func kindOfPair(a, b []byte) (Kind, error) {
 // unchanged. The
 // result is a new slice unless it is state unchanged.
 func Fold(state []byte, complete int64) ([]byte, error) {
+	if marked(state) {
+		m, plain, err := unmark(state)
+		if err != nil || plain == nil {
+			return state, err
+		}
+		if plain, err = Fold(plain, complete); err != nil {
+			return nil, err
+		}
+		return withMark(plain, m), nil
+	}
 	if len(state) == 0 {
 		return state, nil
 	}
