@@ -71,7 +71,7 @@ func TestACL_Describe(t *testing.T) {
 		{"+@all -@dangerous", "resetchannels +@all -@dangerous"},
 		{"-@all +@ratelimit +ping +auth +hello ~ratelimit:*", "~ratelimit:* resetchannels -@all +@ratelimit +auth +hello +ping"},
 		{"+@ratelimit -cl.throttle", "resetchannels -@all +@ratelimit -cl.throttle"},
-		{"+@ratelimit -cl.throttle -fwc.throttle -lb.throttle -swc.throttle -quota.lease -quota.return", "resetchannels -@all +swl.throttle +tb.throttle +throttle.all +throttle.policy"},
+		{"+@ratelimit -cl.throttle -fwc.throttle -lb.throttle -swc.throttle -quota.lease -quota.return -telemetry.get -telemetry.report", "resetchannels -@all +swl.throttle +tb.throttle +throttle.all +throttle.policy"},
 		{"+@all -client +client|id", "resetchannels +@all -client +client|id"},
 		{"-@all +select|0 +select|1", "resetchannels -@all +select|0 +select|1"},
 		{"+select|0 +select", "resetchannels -@all +select"},
