@@ -5,6 +5,7 @@
 //     a native X.THROTTLE, or THROTTLE.ALL for several tiers; THROTTLE.POLICY
 //     through Policies). The store's accounting is exact: what the limiter
 //     admits is what the store counted. Each decision costs a round trip.
+//
 //   - TwoLayer: the coordinated-microservices design. Each limiter keeps a
 //     local counter per key and fixed window, decides from its local view
 //     (the store's total at the last sync plus what it admitted since), and
