@@ -6,3 +6,10 @@ func LeaseWaits(l *Limiter) int {
 	defer l.leases.mu.Unlock()
 	return l.leases.waits
 }
+
+// LeaseKeys is how many keys l's lease mode holds.
+func LeaseKeys(l *Limiter) int {
+	l.leases.mu.Lock()
+	defer l.leases.mu.Unlock()
+	return len(l.leases.keys)
+}

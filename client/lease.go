@@ -34,6 +34,7 @@ type leases struct {
 	wg     sync.WaitGroup       // background leases and returns
 
 	waits int // times the request path waited for a lease; mu (tests read it)
+	calls int // decisions since the last sweep; mu
 }
 
 // leaseKey is one key's batches.
@@ -90,6 +91,9 @@ func (ls *leases) decide(ctx context.Context, key string, n int64) (Result, erro
 	defer ls.mu.Unlock()
 	if ls.closed {
 		return Result{}, errors.New("client: the limiter is closed")
+	}
+	if ls.calls++; ls.calls >= sweepEvery {
+		ls.sweep(ls.now())
 	}
 	k := ls.keys[key]
 	if k == nil {
@@ -148,6 +152,28 @@ func (ls *leases) decide(ctx context.Context, key string, n int64) (Result, erro
 			ls.end(k.cur)
 		}
 		k.cur = b
+	}
+}
+
+// sweepEvery is how many decisions pass between sweeps of idle keys.
+const sweepEvery = 1024
+
+// sweep ends the batches that expired and forgets the keys left with
+// nothing (no batch, no lease in flight, no refusal in force), so idle
+// keys cost no memory: what the limiter holds is bounded by the keys in
+// use within a lease's TTL. ls.mu is held.
+func (ls *leases) sweep(now time.Time) {
+	ls.calls = 0
+	for key, k := range ls.keys {
+		for _, b := range []**batch{&k.cur, &k.next} {
+			if *b != nil && !now.Before((*b).expires) {
+				ls.end(*b)
+				*b = nil
+			}
+		}
+		if k.cur == nil && k.next == nil && k.inflight == nil && !now.Before(k.emptyUntil) {
+			delete(ls.keys, key)
+		}
 	}
 }
 

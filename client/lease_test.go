@@ -129,3 +129,37 @@ func TestLeaseRefused(t *testing.T) {
 		t.Errorf("%d QUOTA.LEASE for 31 requests", calls)
 	}
 }
+
+// TestLeaseIdleKeys: keys whose batches expired are returned and
+// forgotten, so a churn of keys costs bounded memory.
+func TestLeaseIdleKeys(t *testing.T) {
+	_, rdb := store(t)
+	ctx := context.Background()
+	clock := time.Now()
+	tr := policy.Tier{Algorithm: policy.FWC, Limit: 100, Period: 3_600_000}
+	l := newLimiter(t, client.Config{Client: rdb, Tiers: []policy.Tier{tr}, Mode: client.Lease, BatchSize: 10,
+		LeaseTTL: time.Second, Now: func() time.Time { return clock }})
+	for i := range 1000 {
+		if !l.Allow(ctx, fmt.Sprint("churn", i)) {
+			t.Fatalf("key %d refused", i)
+		}
+	}
+	if n := client.LeaseKeys(l); n != 1000 {
+		t.Fatalf("%d keys held, want 1000", n)
+	}
+	clock = clock.Add(time.Second) // every batch has expired
+	// The 1,024th decision sweeps (sweepEvery).
+	for range 24 {
+		l.Allow(ctx, "hot")
+	}
+	if n := client.LeaseKeys(l); n != 1 {
+		t.Errorf("%d keys held after their batches expired, want 1", n)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Every expired batch was returned with its 1 used unit.
+	if used := storeUsed(t, rdb, "churn7", tr); used != 1 {
+		t.Errorf("churn7: the store counted %d, want 1", used)
+	}
+}
