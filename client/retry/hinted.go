@@ -12,24 +12,30 @@ import (
 // IETF RateLimit fields over HTTP).
 //
 //   - After a refusal that says retry_after r, the client waits r plus a
-//     share of the contention: U(0, n) times the limit's interval (the time
-//     it gives back one request), n being the clients active in the group,
-//     so the n clients that were refused together do not come back
-//     together.
+//     random share of the contention: U(0, max(n, 2^k)) intervals of the
+//     limit (the time it gives back one request), k the refusals in a row,
+//     so clients refused together do not come back together.
 //   - After a success that says r requests remain, the client waits until
-//     the limit will have given back enough for every active client to
-//     send once: (n - r) intervals, times 1 + Slack, or not at all when
-//     r >= n. Together the clients then send a little below the limit's
-//     rate instead of finding its edge by 429s.
+//     the limit will have given back enough for every contender to send
+//     once and a reserve: (n + reserve - r) intervals, times 1 + Slack, or
+//     not at all when r >= n + reserve. Together the clients send a little
+//     below the limit's rate instead of finding its edge by 429s.
+//   - A request that comes to an idle client while the group's telemetry
+//     says the limit is saturated takes a random place, U(0, n)
+//     intervals, before its first attempt.
 //   - An answer that says nothing (no helper fields) hands that attempt's
 //     outcome, and the waits until the next hinted answer, to the fallback.
 //
-// n comes from the fallback's telemetry when it is an AATB (which keeps
-// reporting), else it is 1.
+// n, the contenders, comes from the fallback's telemetry when it is an AATB
+// (reporting from the first attempt on), else it is 1.
 type Hinted struct {
 	// Slack is how much slower than the limit's rate the clients pace
 	// themselves together (0.05: 5% slower).
 	Slack float64
+	// Reserve is the share of the limit left unclaimed by the pacing
+	// (0.05: 5 of 100), so that a request arriving at an idle client,
+	// which goes out at once, finds a token.
+	Reserve float64
 
 	fallback Strategy
 	aatb     *AATB // fallback, when it is one
@@ -50,7 +56,7 @@ type Hinted struct {
 
 // NewHinted returns Hinted falling back to fallback (an *AATB or *ATB).
 func NewHinted(fallback Strategy, rng *rand.Rand) *Hinted {
-	h := &Hinted{Slack: 0.05, fallback: fallback, rng: rng}
+	h := &Hinted{Slack: 0.05, Reserve: 0.05, fallback: fallback, rng: rng}
 	h.aatb, _ = fallback.(*AATB)
 	return h
 }
@@ -111,8 +117,8 @@ func (h *Hinted) Done(now time.Time, o Outcome) {
 	case o.Limited:
 		h.hinted = false // a refusal that does not say when: the fallback's
 		h.fallback.Done(now, o)
-	case o.Hint.Remaining >= 0 && o.Hint.Remaining < n && h.tau > 0:
-		gap := float64(n-o.Hint.Remaining) * float64(h.tau) * (1 + h.Slack)
+	case o.Hint.Remaining >= 0 && o.Hint.Remaining < n+h.reserve(o.Hint) && h.tau > 0:
+		gap := float64(n+h.reserve(o.Hint)-o.Hint.Remaining) * float64(h.tau) * (1 + h.Slack)
 		h.next = now.Add(time.Duration(gap))
 	default:
 		h.next = now
@@ -150,3 +156,7 @@ func (h *Hinted) Update(now time.Time) time.Time {
 	}
 	return h.aatb.Update(now)
 }
+
+// reserve is how many requests of the limit the pacing leaves for clients
+// that come back from idle (they send at once): Reserve of the limit.
+func (h *Hinted) reserve(hint Hint) int64 { return int64(float64(hint.Limit) * h.Reserve) }

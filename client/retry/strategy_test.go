@@ -222,10 +222,11 @@ func TestHinted(t *testing.T) {
 	fb.load = 10 // this client sent a quarter of the group's 40: n = 4
 	tau := 750 * time.Millisecond
 	hint := Hint{RetryAfter: -1, Remaining: 1, Reset: 99 * tau, Limit: 100}
-	// A success with 1 left among 4: wait (4 - 1) intervals, plus slack.
+	// A success with 1 left among 4 and a reserve of 5 (of 100): wait
+	// (4 + 5 - 1) intervals, plus slack.
 	h.Sent(t0)
 	h.Done(t0, Outcome{Hint: hint})
-	want := time.Duration(3 * float64(tau) * 1.05)
+	want := time.Duration(8 * float64(tau) * 1.05)
 	if d := h.Wait(t0); d != want {
 		t.Fatalf("after a success with 1 left: waits %v, want %v", d, want)
 	}
