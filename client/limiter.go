@@ -22,6 +22,11 @@ const (
 	// SyncInterval: no round trip on the request path, bounded
 	// over-admission. Fixed-window (fwc) tiers only.
 	TwoLayer
+	// Lease spends batches leased with QUOTA.LEASE (charged at the grant)
+	// and returns what is left with QUOTA.RETURN; the next batch is leased
+	// before the current one runs out. Exact, one store call per batch.
+	// One tier.
+	Lease
 )
 
 // FailMode is what a decision does when the store gives none.
@@ -49,6 +54,15 @@ type Config struct {
 	// SyncInterval is how often a TwoLayer limiter syncs its counters; 0:
 	// only when Sync is called (tests, or a caller with its own ticker).
 	SyncInterval time.Duration
+	// BatchSize is the units a Lease limiter asks for per lease (the store
+	// grants at most what remains); LeaseTTL how long a lease lives
+	// (default 10 s; a batch is not used past 4/5 of it); Holder names this
+	// instance to the store (default host:pid); RefreshAt is how few units
+	// left in a batch start the lease of the next (default half a batch).
+	BatchSize int64
+	LeaseTTL  time.Duration
+	Holder    string
+	RefreshAt int64
 	// Fail is the FailMode; FailOpen by default.
 	Fail FailMode
 	// Fallback are the fallback limiter's tiers (fwc, swl, swc, tb or lb),
@@ -107,6 +121,7 @@ type Limiter struct {
 	tiers    []tier
 	fallback *fallback
 	local    *twoLayer // TwoLayer only
+	leases   *leases   // Lease only
 }
 
 // New checks cfg and returns its Limiter. A TwoLayer limiter with a
@@ -132,6 +147,10 @@ func New(cfg Config) (*Limiter, error) {
 		if l.local, err = newTwoLayer(cfg, ts); err != nil {
 			return nil, err
 		}
+	case Lease:
+		if l.leases, err = newLeases(cfg, ts); err != nil {
+			return nil, err
+		}
 	default:
 		return nil, fmt.Errorf("client: unknown mode %d", cfg.Mode)
 	}
@@ -139,12 +158,16 @@ func New(cfg Config) (*Limiter, error) {
 }
 
 // Close stops a TwoLayer limiter's sync goroutine and sends what it
-// admitted since its last sync. It does not close Config.Client.
+// admitted since its last sync; a Lease limiter returns its batches. It
+// does not close Config.Client.
 func (l *Limiter) Close() error {
-	if l.local == nil {
-		return nil
+	switch {
+	case l.local != nil:
+		return l.local.close()
+	case l.leases != nil:
+		return l.leases.close()
 	}
-	return l.local.close()
+	return nil
 }
 
 // Sync sends a TwoLayer limiter's counts now and learns the global totals
@@ -167,9 +190,12 @@ func (l *Limiter) Decide(ctx context.Context, key string, n int64) (Result, erro
 		r   Result
 		err error
 	)
-	if l.local != nil {
+	switch {
+	case l.local != nil:
 		r, err = l.local.decide(key, n)
-	} else {
+	case l.leases != nil:
+		r, err = l.leases.decide(ctx, key, n)
+	default:
 		r, err = decideRemote(ctx, l.cfg.Client, l.tiers, key, n)
 	}
 	if err != nil {

@@ -9,7 +9,7 @@
 //     policy (the path normalized first: dot segments, repeated slashes,
 //     percent-escapes; a path matching no template reaches the "unknown"
 //     fallback, never its raw text), each policy a client.Limiter in
-//     Config.Mode (per request or two-layer) keyed
+//     Config.Mode (per request, two-layer or lease) keyed
 //     "<prefix><policy id>:<tenant>:<principal>"; or
 //   - in the store, with THROTTLE.POLICY (Config.StorePolicies),
 //
@@ -41,11 +41,14 @@ type Config struct {
 	Client redis.UniversalClient
 
 	// Policies are the local policies (endpoint templates and tiers),
-	// decided by limiters in Mode with SyncInterval. Exactly one of
+	// decided by limiters in Mode (with SyncInterval for TwoLayer,
+	// BatchSize and LeaseTTL for Lease: see client.Config). Exactly one of
 	// Policies and StorePolicies.
 	Policies     []policy.Policy
 	Mode         client.Mode
 	SyncInterval time.Duration
+	BatchSize    int64
+	LeaseTTL     time.Duration
 	// KeyPrefix starts every store key of the local policies; default
 	// "httplimit:".
 	KeyPrefix string
@@ -119,7 +122,7 @@ func New(cfg Config) (*Middleware, error) {
 	m.limiters = map[string]*client.Limiter{}
 	for _, p := range m.table.Policies() {
 		l, err := client.New(client.Config{Client: cfg.Client, Tiers: p.Tiers, Mode: cfg.Mode,
-			SyncInterval: cfg.SyncInterval, Fail: cfg.Fail, Fallback: cfg.Fallback, FallbackKeys: cfg.FallbackKeys})
+			SyncInterval: cfg.SyncInterval, BatchSize: cfg.BatchSize, LeaseTTL: cfg.LeaseTTL, Fail: cfg.Fail, Fallback: cfg.Fallback, FallbackKeys: cfg.FallbackKeys})
 		if err != nil {
 			m.Close()
 			return nil, fmt.Errorf("httplimit: policy %s: %w", p.ID, err)
