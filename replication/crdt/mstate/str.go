@@ -121,6 +121,17 @@ func decodeStr(b []byte) (strState, error) {
 	if len(b) == 0 {
 		return s, nil
 	}
+	if marked(b) {
+		// A reset's mark: a bare mark holds no string (it joins with one
+		// into the string), a marked rate-limit state is another kind.
+		switch _, plain, err := unmark(b); {
+		case err != nil:
+			return s, err
+		case plain != nil:
+			return s, engines.ErrWrongKind
+		}
+		return s, nil
+	}
 	r := &reader{b: b}
 	if err := header(r, Str); err != nil {
 		return s, err
