@@ -2,7 +2,6 @@ package store
 
 import (
 	"errors"
-	"math/rand/v2"
 	"strings"
 )
 
@@ -103,16 +102,15 @@ func (s *Store) evictSome(sh *shard, nowMs int64, db int, keep []byte) {
 
 // victim is the best candidate an eviction round has seen.
 type victim struct {
-	db int
-	r  ref
-	e  entry
-	ok bool
+	db  int
+	key string
+	e   *entry
 }
 
 // better reports whether e is a better victim than v under policy p.
-func (v *victim) better(e entry, p EvictionPolicy) bool {
+func (v *victim) better(e *entry, p EvictionPolicy) bool {
 	switch {
-	case !v.ok:
+	case v.e == nil:
 		return true
 	case p == AllKeysLRU:
 		return e.atime < v.e.atime
@@ -130,38 +128,34 @@ func (v *victim) better(e entry, p EvictionPolicy) bool {
 func (s *Store) evictOne(sh *shard, nowMs int64, keepDB int, keep []byte) bool {
 	var best victim
 	p := s.EvictionPolicy()
-	seen, expired := 0, false
-	for db := range sh.dbs[:s.dbs] { // never the system database
-		// Starting at a random slot makes this a sample.
-		sh.each(db, rand.Uint64(), func(k []byte, r ref) bool {
-			if db == keepDB && string(k) == string(keep) {
-				return true
+	seen := 0
+	for db, m := range sh.dbs[:s.dbs] { // never the system database
+		// Map iteration starts at a random place, which makes this a sample.
+		for k, e := range m {
+			if db == keepDB && k == string(keep) {
+				continue
 			}
-			e := r.get()
 			if Expired(e.expireMs, nowMs) {
 				s.expiredKeys.Add(1)
-				s.remove(sh, db, k, r)
-				expired = true
-				return false
+				s.remove(sh, db, []byte(k), e)
+				return true
 			}
 			if best.better(e, p) {
-				best = victim{db, r, e, true}
+				best = victim{db, k, e}
 			}
-			seen++
-			return seen < evictSample
-		})
-		if expired {
-			return true
+			if seen++; seen == evictSample {
+				break
+			}
 		}
 		if seen == evictSample {
 			break
 		}
 	}
-	if !best.ok {
+	if best.e == nil {
 		return false
 	}
 	s.evictedKeys.Add(1)
-	s.remove(sh, best.db, best.r.tab.Key(best.r.p), best.r)
+	s.remove(sh, best.db, []byte(best.key), best.e)
 	return true
 }
 

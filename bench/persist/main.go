@@ -20,6 +20,7 @@ package main
 
 import (
 	"context"
+	"debug/buildinfo"
 	"errors"
 	"flag"
 	"fmt"
@@ -142,12 +143,15 @@ func (r *runner) main(ctx context.Context, stdout io.Writer) error {
 			return err
 		}
 	}
-	harness.Footer(stdout, began)
+	fmt.Fprintf(stdout, "\nWhole run: %s. Load average at the end: %s.\n", time.Since(began).Round(time.Second), harness.LoadAvg())
 	return nil
 }
 
 func (r *runner) writeHeader(ctx context.Context, w io.Writer) {
-	goVersion := harness.GoVersion(r.bin)
+	goVersion := runtime.Version() + " (runner)"
+	if bi, err := buildinfo.ReadFile(r.bin); err == nil {
+		goVersion = bi.GoVersion + " (throttled binary)"
+	}
 	fmt.Fprintf(w, "## Durability and memory: throttled vs redis-server\n\n")
 	fmt.Fprintf(w, "- Command: `%s`\n", strings.TrimSpace("go run ./bench/persist "+shellWords(r.cfg.argv)))
 	fmt.Fprintf(w, "- Date: %s\n", time.Now().UTC().Format("2006-01-02 15:04 MST"))
