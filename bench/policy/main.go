@@ -135,7 +135,7 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 				if err != nil {
 					return err
 				}
-				perCall := float64((after-before).Nanoseconds()) / 1e3 / float64(cfg.requests)
+				perCall := float64((after - before).Nanoseconds()) / 1e3 / float64(cfg.requests)
 				logf("-P %d run %d %s: %.0f rps, %.2f µs CPU a call", pipe, r+1, name, res.RPS, perCall)
 				rps[name] = append(rps[name], res.RPS)
 				cpu[name] = append(cpu[name], perCall)
