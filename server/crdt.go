@@ -34,6 +34,9 @@ type CRDTConfig struct {
 	// MaxSkew is the clock difference tolerated between nodes
 	// (--crdt-max-skew, default 100 ms).
 	MaxSkew time.Duration
+	// Keepalive, in tests, replaces the longest wait between an idle
+	// node's watermarks (crdt.DefaultKeepalive).
+	Keepalive time.Duration
 	// Transport, in tests, carries the mesh's traffic instead of TCP on
 	// ClusterAddr.
 	Transport crdt.Transport
@@ -122,7 +125,7 @@ func crdtConfig(cfg *Config) crdt.Config {
 	c := cfg.CRDT
 	out := crdt.Config{
 		ID: c.NodeID, Peers: c.Peers, SyncInterval: c.SyncInterval, MaxSkew: c.MaxSkew,
-		Transport: c.Transport, Logger: cfg.Logger,
+		Keepalive: c.Keepalive, Transport: c.Transport, Logger: cfg.Logger,
 	}
 	if c.Transport == nil {
 		// Over TCP, CRDT PEER ADD refuses what --peers would.

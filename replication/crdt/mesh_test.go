@@ -541,3 +541,36 @@ func TestRoleAndInfo(t *testing.T) {
 		t.Errorf("INFO replication lists a replica:\n%s", info)
 	}
 }
+
+// TestIdleQuiet: an idle mesh does not send a watermark every sync
+// interval but ever more rarely, and a write wakes its node to ship it at
+// once.
+func TestIdleQuiet(t *testing.T) {
+	cfg := server.Config{CRDT: &server.CRDTConfig{SyncInterval: time.Millisecond, Keepalive: time.Hour}}
+	c := crdttest.New(t, 3, seed(t), cfg)
+	c.Connected()
+	// A measurement, not a wait for something to settle: at one watermark
+	// per millisecond the 6 links would carry about 9000 frames; backing
+	// off from 1 ms (1, 2, 4... ms apart), each carries about 11.
+	f0 := c.Net.Frames()
+	time.Sleep(1500 * time.Millisecond)
+	if sent := c.Net.Frames() - f0; sent > 6*15 {
+		t.Fatalf("an idle mesh sent %d frames in 1.5 s", sent)
+	}
+	// Each node's next watermark is about half a second away (the one
+	// after 1023 ms of rest comes at 2047 ms): only the wake ships the
+	// write within a few milliseconds.
+	start := time.Now()
+	c.Do(c.Nodes[0], "CL.THROTTLE", "idle", 0, 1, 60)
+	testwait.For(t, 5*time.Second, "n1's write on n2 and n3", func() bool {
+		for _, m := range c.Nodes[1:] {
+			if fmt.Sprint(c.Do(m, "CL.THROTTLE", "idle", 0, 1, 60, 0)) != "[0 1 0 -1 60]" {
+				return false
+			}
+		}
+		return true
+	})
+	if took := time.Since(start); took > 300*time.Millisecond {
+		t.Fatalf("the write took %v to reach the peers of an idle node", took)
+	}
+}

@@ -21,6 +21,7 @@ import (
 const (
 	DefaultSyncInterval = 5 * time.Millisecond
 	DefaultMaxSkew      = 100 * time.Millisecond
+	DefaultKeepalive    = time.Second
 )
 
 // Linger is how long a string's tombstone (a DEL, or a TTL that passed)
@@ -52,6 +53,10 @@ type Config struct {
 	// MaxSkew is the largest clock difference tolerated between nodes
 	// (--crdt-max-skew, default 100 ms): a peer further off is refused.
 	MaxSkew time.Duration
+	// Keepalive is the longest a node with nothing to ship waits between
+	// two watermark-only batches (default 1 s, at least SyncInterval): on
+	// an idle mesh, how far behind a peer's lag_ms may fall (cutLoop).
+	Keepalive time.Duration
 	// Incarnation is this start's incarnation: it must differ from every
 	// earlier start's of this id (the server keeps it in the data folder
 	// and raises it on every start).
@@ -76,6 +81,10 @@ func (c *Config) Validate() error {
 	if c.MaxSkew == 0 {
 		c.MaxSkew = DefaultMaxSkew
 	}
+	if c.Keepalive == 0 {
+		c.Keepalive = DefaultKeepalive
+	}
+	c.Keepalive = max(c.Keepalive, c.SyncInterval)
 	switch {
 	case c.ID == "":
 		return fmt.Errorf("%w: --node-id is required", ErrConfig)
@@ -154,6 +163,13 @@ type Node struct {
 	// stable is the least completeness bound of the whole mesh, this
 	// node's included: every node knows every write stamped before it.
 	stable int64
+	// heard is whether a peer's batch with entries was merged since the
+	// last cut: the writer waits for this node's watermark to fold them.
+	heard bool
+	// idle is whether the last cut found nothing to ship: the cut loop
+	// then waits for wake (wakeLocked) or a slower timer.
+	idle bool
+	wake chan struct{}
 
 	ln     Listener
 	ctx    context.Context
@@ -230,6 +246,7 @@ func Start(cfg Config, st *store.Store) (*Node, error) {
 		cfg: cfg, store: st, origin: mstate.NewOrigin(cfg.ID, cfg.Incarnation),
 		log:   cfg.Logger.With("crdt", cfg.ID),
 		peers: map[string]*peer{},
+		wake:  make(chan struct{}, 1),
 		ln:    ln,
 	}
 	n.last.Store(math.MinInt64)
@@ -343,8 +360,23 @@ func (n *Node) Changed(db int, key, state []byte, expireMs int64) {
 	n.mu.Lock()
 	if len(n.peers) > 0 {
 		n.record(db, key, state, expireMs)
+		n.wakeLocked()
 	}
 	n.mu.Unlock()
+}
+
+// wakeLocked has an idle cut loop cut at once: there is something to ship
+// (a change, a link that needs its full sync) or a watermark a peer waits
+// for. A busy loop cuts on its timer anyway, so a write pays no channel
+// operation. The caller holds mu.
+func (n *Node) wakeLocked() {
+	if n.idle {
+		n.idle = false
+		select {
+		case n.wake <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // Alone reports whether the node has no peers.
@@ -429,25 +461,40 @@ func (n *Node) completeness() int64 {
 	return t - n.MaxSkew()
 }
 
-// cutLoop cuts a batch every SyncInterval.
+// cutLoop cuts a batch every SyncInterval while the mesh is busy. A cut
+// that finds nothing to ship (no change here, no peer's change merged since
+// the last, no new link) still sends the watermark, so that peers' bounds
+// and lag_ms move, but the next such cut comes twice as late, up to
+// Keepalive: an idle node wakes a few times a second instead of 200, and
+// the first watermarks after a burst still come quickly (a transport that
+// lost the burst's last batch shows the gap to the receiver). A change, a
+// peer's change or a new link wakes the loop for a cut at once.
 func (n *Node) cutLoop() {
 	defer n.wg.Done()
-	tick := time.NewTicker(n.cfg.SyncInterval)
-	defer tick.Stop()
+	wait := n.cfg.SyncInterval
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
 	for {
 		select {
 		case <-n.ctx.Done():
 			return
-		case <-tick.C:
-			n.cut()
+		case <-timer.C:
+		case <-n.wake:
 		}
+		if n.cut() {
+			wait = n.cfg.SyncInterval
+		} else {
+			wait = min(2*wait, n.cfg.Keepalive)
+		}
+		timer.Reset(wait)
 	}
 }
 
 // cut ships what changed since the last cut to every connected peer (the
 // whole keyspace to a newly connected one), with a watermark, and moves the
-// completeness bound the commands fold at.
-func (n *Node) cut() {
+// completeness bound the commands fold at. It reports whether the mesh is
+// busy: it shipped entries, or merged a peer's since the last cut.
+func (n *Node) cut() bool {
 	w := n.advance()
 	// Every command that read the clock before w holds its shard's lock
 	// until it has called Changed: after the barrier, changes has them all.
@@ -459,11 +506,14 @@ func (n *Node) cut() {
 	n.complete.Store(complete)
 	n.release(complete)
 	var links []*link
+	busy := len(changes) > 0 || n.heard
 	for _, p := range n.peers {
 		if p.link != nil {
 			links = append(links, p.link)
+			busy = busy || p.link.fresh
 		}
 	}
+	n.heard, n.idle = false, !busy
 	n.mu.Unlock()
 
 	entries := n.latest(n.spare.entries[:0], changes)
@@ -497,6 +547,7 @@ func (n *Node) cut() {
 	if len(links) > 0 {
 		n.sent.Store(w)
 	}
+	return busy
 }
 
 // maxSpare is the most changes whose buffers a cut keeps for later ones:

@@ -75,6 +75,7 @@ func (n *Node) serveLink(ctx context.Context, p *peer) error {
 	}
 	p.link = l
 	p.problem = ""
+	n.wakeLocked() // for its full sync
 	n.mu.Unlock()
 	n.log.Info("peer connected", "peer", p.id, "addr", p.addr)
 	defer func() {
@@ -290,12 +291,15 @@ func (n *Node) apply(p *peer, m batch) {
 			n.log.Error("cannot merge a peer's state of a key (another kind here, or malformed); kept ours", "peer", p.id, "db", e.db, "key", string(e.key))
 		}
 	}
-	if m.partial {
-		return
-	}
 	n.mu.Lock()
-	p.watermark = max(p.watermark, m.watermark)
-	p.complete = max(p.complete, m.complete)
+	if len(m.entries) > 0 {
+		n.heard = true
+		n.wakeLocked() // p folds them once our watermark passes them
+	}
+	if !m.partial {
+		p.watermark = max(p.watermark, m.watermark)
+		p.complete = max(p.complete, m.complete)
+	}
 	n.mu.Unlock()
 }
 

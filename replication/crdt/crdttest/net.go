@@ -34,11 +34,20 @@ type Net struct {
 	// sides cannot connect. Empty: no partition.
 	side  map[string]int
 	conns []*conn
+	// frames counts the frames sent on every connection (Frames).
+	frames int
 }
 
 // NewNet returns a network whose faults draw from seed.
 func NewNet(seed uint64) *Net {
 	return &Net{rng: rand.New(rand.NewPCG(seed, 0)), listeners: map[string]*listener{}}
+}
+
+// Frames is how many frames the nodes have sent so far.
+func (n *Net) Frames() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.frames
 }
 
 // SetFaults changes the faults of every frame sent from now on.
@@ -178,6 +187,7 @@ func (c *conn) Send(frame []byte) error {
 	n := c.n
 	n.mu.Lock()
 	f := n.faults
+	n.frames++
 	if c.sent++; c.sent == 1 {
 		// The hello and its answer go through, as a TCP handshake
 		// either does or fails the connection.
