@@ -132,6 +132,7 @@ func (s socketSource) Read(p []byte) (int, error) {
 // loops is the set of event loops of a Server, and their watchdog.
 type loops struct {
 	all []*loop
+	dog watchdog
 	// next is the round robin over all for new connections, which the
 	// accept goroutines of several listeners (bind addresses) share.
 	next atomic.Uint32
@@ -139,7 +140,7 @@ type loops struct {
 }
 
 func newPoller(s *Server) (poller, error) {
-	ls := &loops{stop: make(chan struct{})}
+	ls := &loops{stop: make(chan struct{}), dog: watchdog{wake: make(chan struct{}, 1)}}
 	n := s.cfg.Loops
 	if n == 0 {
 		n = runtime.GOMAXPROCS(0)
@@ -152,6 +153,7 @@ func newPoller(s *Server) (poller, error) {
 			}
 			return nil, err
 		}
+		l.dog = &ls.dog
 		ls.all = append(ls.all, l)
 	}
 	for _, l := range ls.all {
@@ -226,7 +228,10 @@ func (ls *loops) close() {
 	}
 }
 
-// watch hands over the loops stuck in a handler call.
+// watch hands over the loops stuck in a handler call. When no loop is in
+// one and none began one since its last look, it sleeps until a loop
+// enters a call (enter wakes it), so that an idle server does not wake
+// every watchEvery; a call is then handed over as late as before.
 func (ls *loops) watch() {
 	t := time.NewTicker(watchEvery)
 	defer t.Stop()
@@ -235,9 +240,48 @@ func (ls *loops) watch() {
 		case <-ls.stop:
 			return
 		case <-t.C:
-			for _, l := range ls.all {
-				l.check()
-			}
+		}
+		if ls.check() {
+			continue
+		}
+		// A call that begins after this store wakes the watchdog; one
+		// that began before it has changed calls, which the look after
+		// the store sees (enter reads asleep after its l.mu section).
+		ls.dog.asleep.Store(true)
+		if ls.check() {
+			ls.dog.asleep.Store(false)
+			continue
+		}
+		select {
+		case <-ls.stop:
+			return
+		case <-ls.dog.wake:
+		}
+		t.Reset(watchEvery)
+	}
+}
+
+// check looks at every loop and reports whether any is busy.
+func (ls *loops) check() bool {
+	busy := false
+	for _, l := range ls.all {
+		busy = l.check() || busy
+	}
+	return busy
+}
+
+// watchdog is the watch goroutine's sleep, shared by the loops.
+type watchdog struct {
+	asleep atomic.Bool
+	wake   chan struct{}
+}
+
+// call wakes the watchdog if it sleeps: a loop begins a handler call.
+func (d *watchdog) call() {
+	if d.asleep.Load() && d.asleep.CompareAndSwap(true, false) {
+		select {
+		case d.wake <- struct{}{}:
+		default:
 		}
 	}
 }
@@ -292,6 +336,8 @@ type loop struct {
 	poll  func(uintptr) bool
 	block bool
 	ready int
+
+	dog *watchdog // the loops' watchdog, woken by enter
 
 	mu       sync.Mutex // guards the fields below
 	owner    uint64     // generation of the goroutine running the loop
@@ -566,6 +612,7 @@ func (l *loop) enter(c *Conn) {
 	l.cur = c
 	l.calls++
 	l.mu.Unlock()
+	l.dog.call()
 }
 
 // leave ends a handler call and reports whether the loop was handed over
@@ -581,14 +628,17 @@ func (l *loop) leave(gen uint64) (lost bool) {
 }
 
 // check is the watchdog's look: a loop in the same handler call as at the
-// last look goes to a new goroutine.
-func (l *loop) check() {
+// last look goes to a new goroutine. It reports whether the loop is busy:
+// in a call, or it began one since the last look.
+func (l *loop) check() (busy bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.calls == l.seen {
 		l.handOverLocked()
 	}
+	busy = l.cur != nil || l.calls != l.seen
 	l.seen = l.calls
+	return busy
 }
 
 // handOverLocked gives the loop to a new goroutine if the running one is in
