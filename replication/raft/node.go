@@ -116,6 +116,8 @@ type Node struct {
 	mu sync.Mutex // guards waiting
 	// waiting are proposals that arrived when no leader was known.
 	waiting []proposal
+	// poke has watchLeader look at once: a proposal waits.
+	poke chan struct{}
 
 	obs     *hraft.Observer
 	stop    chan struct{}
@@ -158,7 +160,7 @@ func Start(cfg Config, cmds *commands.Server, parts Parts) (*Node, error) {
 	// with the last entry up to 100 ms later.
 	rc.CommitTimeout = 50 * time.Millisecond
 	rc.Logger = NewHclog(cfg.Logger)
-	n := &Node{cfg: cfg, fsm: newFSM(cmds), parts: parts, log: cfg.Logger, stop: make(chan struct{}),
+	n := &Node{cfg: cfg, fsm: newFSM(cmds), parts: parts, log: cfg.Logger, stop: make(chan struct{}), poke: make(chan struct{}, 1),
 		reach: reachability{seen: map[string]time.Time{}}}
 	has, err := hraft.HasExistingState(parts.Logs, parts.Stable, parts.Snaps)
 	if err != nil {
@@ -300,6 +302,10 @@ func (n *Node) route(p proposal) {
 	n.mu.Lock()
 	n.waiting = append(n.waiting, p)
 	n.mu.Unlock()
+	select {
+	case n.poke <- struct{}{}:
+	default:
+	}
 }
 
 // leaderRESP returns the leader's RESP address when another member leads
@@ -316,34 +322,64 @@ func (n *Node) leaderRESP() string {
 // leads and its barrier has applied every earlier entry, announces this
 // node's RESP address when the cluster does not know it yet, and routes the
 // proposals that waited for a leader. Proposals that wait past their
-// deadline get CLUSTERDOWN.
+// deadline get CLUSTERDOWN. It looks every watchEvery while any of that is
+// to do; once the group is settled, twice as late after each look that
+// found nothing, up to watchIdle: Raft's observations (a leader change, a
+// state change, a failed heartbeat) and a waiting proposal wake it at once.
 func (n *Node) watchLeader(events <-chan hraft.Observation) {
 	defer n.stopped.Done()
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
+	wait := watchEvery
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
 	for {
 		select {
 		case <-n.stop:
 			return
 		case o := <-events:
 			n.noteHeartbeat(o.Data)
-		case <-tick.C:
+			wait = watchEvery
+		case <-n.poke:
+			wait = watchEvery
+		case <-timer.C:
 		}
-		leading := n.r.State() == hraft.Leader
-		if !leading {
-			n.ready.Store(false)
-		} else if !n.ready.Load() {
-			if err := n.r.Barrier(n.cfg.ApplyTimeout).Error(); err != nil {
-				n.log.Warn("raft: barrier after election failed", "err", err)
-				continue
-			}
-			n.batch.resume(n.fsm.instant.Load())
-			n.ready.Store(true)
-			n.log.Info("raft: leading", "term", n.r.CurrentTerm())
+		if n.tend() {
+			wait = min(2*wait, watchIdle)
+		} else {
+			wait = watchEvery
 		}
-		n.announce()
-		n.retryWaiting()
+		timer.Reset(wait)
 	}
+}
+
+// How often watchLeader looks while something is to do, and at most how
+// long it waits once the group is settled.
+const (
+	watchEvery = 50 * time.Millisecond
+	watchIdle  = time.Second
+)
+
+// tend is one look of watchLeader. It reports whether the group is
+// settled: a leader is known (ready, if it is this node) and reachable by
+// RESP, this node's address is announced, and no proposal waits.
+func (n *Node) tend() (settled bool) {
+	leading := n.r.State() == hraft.Leader
+	if !leading {
+		n.ready.Store(false)
+	} else if !n.ready.Load() {
+		if err := n.r.Barrier(n.cfg.ApplyTimeout).Error(); err != nil {
+			n.log.Warn("raft: barrier after election failed", "err", err)
+			return false
+		}
+		n.batch.resume(n.fsm.instant.Load())
+		n.ready.Store(true)
+		n.log.Info("raft: leading", "term", n.r.CurrentTerm())
+	}
+	n.announce()
+	n.retryWaiting()
+	n.mu.Lock()
+	waiting := len(n.waiting)
+	n.mu.Unlock()
+	return waiting == 0 && (leading || n.leaderRESP() != "") && n.fsm.addr(n.cfg.ID) == n.cfg.RESPAddr
 }
 
 // retryWaiting routes the proposals held for want of a leader again, and
