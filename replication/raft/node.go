@@ -290,22 +290,36 @@ type proposal struct {
 	deadline time.Time
 }
 
+// route sends p on, or holds it until a leader is known: the first
+// proposal held wakes watchLeader, which then retries every watchEvery.
 func (n *Node) route(p proposal) {
-	if n.ready.Load() {
-		n.batch.add(p)
-		return
-	}
-	if addr := n.leaderRESP(); addr != "" {
-		n.fwd.forward(addr, p)
+	if n.send(p) {
 		return
 	}
 	n.mu.Lock()
+	first := len(n.waiting) == 0
 	n.waiting = append(n.waiting, p)
 	n.mu.Unlock()
-	select {
-	case n.poke <- struct{}{}:
-	default:
+	if first {
+		select {
+		case n.poke <- struct{}{}:
+		default:
+		}
 	}
+}
+
+// send hands p to the batcher when this node leads, or forwards it to the
+// leader; it reports false when no leader is known.
+func (n *Node) send(p proposal) bool {
+	if n.ready.Load() {
+		n.batch.add(p)
+		return true
+	}
+	if addr := n.leaderRESP(); addr != "" {
+		n.fwd.forward(addr, p)
+		return true
+	}
+	return false
 }
 
 // leaderRESP returns the leader's RESP address when another member leads
@@ -390,12 +404,19 @@ func (n *Node) retryWaiting() {
 	n.waiting = nil
 	n.mu.Unlock()
 	now := time.Now()
+	var still []proposal
 	for _, p := range waiting {
-		if now.After(p.deadline) {
+		switch {
+		case now.After(p.deadline):
 			p.fail(replyDown)
-			continue
+		case !n.send(p):
+			still = append(still, p)
 		}
-		n.route(p)
+	}
+	if len(still) > 0 {
+		n.mu.Lock()
+		n.waiting = append(still, n.waiting...)
+		n.mu.Unlock()
 	}
 }
 
