@@ -1,11 +1,13 @@
 // Package respconn is a minimal RESP2 client for the benchmark tools: enough to
-// PING a server, load a script and check a few replies. It is not a general
+// PING a server, load a script and check a few replies; Parse reads a reply
+// received otherwise (a Raft member's, through its forwarder). It is not a general
 // client (no pooling, no RESP3, no pipelining) and is not safe for concurrent
 // use.
 package respconn
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -62,6 +64,23 @@ func (c *Conn) Do(args ...string) (any, error) {
 	v, err := c.read()
 	if err != nil {
 		return nil, err
+	}
+	if e, ok := v.(Error); ok {
+		return nil, e
+	}
+	return v, nil
+}
+
+// Parse reads reply, one whole reply as a server sends it, into the values
+// Do returns; an error reply is returned as the error (of type Error).
+func Parse(reply []byte) (any, error) {
+	c := &Conn{r: bufio.NewReader(bytes.NewReader(reply))}
+	v, err := c.read()
+	switch {
+	case err != nil:
+		return nil, err
+	case c.r.Buffered() > 0:
+		return nil, fmt.Errorf("%w: %d bytes after the reply", errProtocol, c.r.Buffered())
 	}
 	if e, ok := v.(Error); ok {
 		return nil, e

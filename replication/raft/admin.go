@@ -1,7 +1,6 @@
 package raft
 
 import (
-	"bytes"
 	"fmt"
 	"net"
 	"slices"
@@ -13,6 +12,7 @@ import (
 	hraft "github.com/hashicorp/raft"
 
 	"github.com/throttleddb/throttled/commands"
+	"github.com/throttleddb/throttled/internal/respconn"
 	"github.com/throttleddb/throttled/internal/tlsconf"
 	"github.com/throttleddb/throttled/resp"
 )
@@ -246,30 +246,70 @@ func (n *Node) join() {
 	}
 }
 
-// checkStillMember asks the member at cfg.Join, for a node that restarts
-// with stored state and --join, whether this node is still a member. One
-// that was removed (RAFT REMOVE) would otherwise start and stay out
-// without a word: its own log may still list it, but the group no longer
-// sends it anything. It is not added back by itself: someone removed it,
-// and only they know whether it should return. When cfg.Join cannot
-// answer (the whole group restarting), the node starts as before.
+// checkStillMember asks the group, for a node that restarts with stored
+// state and --join, whether this node is still a member. One that was
+// removed (RAFT REMOVE) would otherwise start and stay out without a word:
+// its own log may still list it, but the group no longer sends it
+// anything. It is not added back by itself: someone removed it, and only
+// they know whether it should return; the error gives the RAFT JOIN that
+// would. The member at cfg.Join names the leader (RAFT LEADER), whose
+// configuration is the newest (a follower's may lag), and the leader lists
+// the members (RAFT MEMBERS). When that cannot be learnt (no leader known,
+// a member unreachable: the whole group may be restarting), the node
+// starts from its stored state as before.
 func (n *Node) checkStillMember() error {
+	cannot := func(asked string, err error) error {
+		n.log.Warn("raft: could not ask the group whether this node is still a member; starting from the stored state",
+			"via", n.cfg.Join, "asked", asked, "err", err)
+		return nil
+	}
+	v, err := n.ask(n.cfg.Join, "RAFT", "LEADER")
+	leader, _ := v.([]any)
+	if err == nil && len(leader) != 2 {
+		err = fmt.Errorf("no leader known (%v)", v)
+	}
+	if err != nil {
+		return cannot("RAFT LEADER", err)
+	}
+	leaderID, _ := leader[0].(string)
+	leaderAddr, _ := leader[1].(string)
+	v, err = n.ask(leaderAddr, "RAFT", "MEMBERS")
+	list, ok := v.([]any)
+	if err == nil && !ok {
+		err = fmt.Errorf("not a list of members (%v)", v)
+	}
+	if err != nil {
+		return cannot("RAFT MEMBERS of the leader at "+leaderAddr, err)
+	}
+	var ids []string
+	for _, m := range list {
+		if fields, _ := m.([]any); len(fields) > 0 {
+			id, _ := fields[0].(string)
+			ids = append(ids, id)
+		}
+	}
+	if slices.Contains(ids, n.cfg.ID) {
+		return nil
+	}
+	return fmt.Errorf("%w: this node (%s) holds Raft state but is no longer a member of the group: "+
+		"its leader %s (%s, named by --join %s) lists %s (removed with RAFT REMOVE?). "+
+		"To join it again as a new member, empty its data folder and start it with --join; "+
+		"or, to keep its state, start it again once this line has run on any member: RAFT JOIN %s %s %s",
+		ErrConfig, n.cfg.ID, leaderID, leaderAddr, n.cfg.Join, strings.Join(ids, ", "),
+		n.cfg.ID, n.cfg.ClusterAddr, n.cfg.RESPAddr)
+}
+
+// ask sends a command to the member at addr through the forwarder and
+// returns its reply as respconn.Parse reads it (CLUSTERDOWN, an error,
+// when addr cannot be reached).
+func (n *Node) ask(addr string, args ...string) (any, error) {
+	b := make([][]byte, len(args))
+	for i, a := range args {
+		b[i] = []byte(a)
+	}
 	got := make(chan []byte, 1)
-	n.fwd.send(n.cfg.Join, request{args: [][]byte{[]byte("RAFT"), []byte("MEMBERS")},
-		done: func(r []byte) { got <- r }, deadline: time.Now().Add(n.cfg.ApplyTimeout)})
-	r := <-got
-	if len(r) == 0 || r[0] != '*' {
-		n.log.Warn("raft: could not ask --join whether this node is still a member; starting from the stored state",
-			"via", n.cfg.Join, "reply", strings.TrimSpace(string(r)))
-		return nil
-	}
-	// Each member is an array of 5 whose first element is its id.
-	if bytes.Contains(r, []byte("*5\r\n$"+strconv.Itoa(len(n.cfg.ID))+"\r\n"+n.cfg.ID+"\r\n")) {
-		return nil
-	}
-	return fmt.Errorf("%w: this node (%s) holds Raft state but is no longer a member of the group at --join %s (removed with RAFT REMOVE?): "+
-		"to join it again as a new member, empty its data folder and start it with --join; "+
-		"or, to keep its state, run RAFT JOIN %s <cluster-addr> <resp-addr> on the group first", ErrConfig, n.cfg.ID, n.cfg.Join, n.cfg.ID)
+	n.fwd.send(addr, request{args: b, done: func(r []byte) { got <- r }, deadline: time.Now().Add(n.cfg.ApplyTimeout)})
+	return respconn.Parse(<-got)
 }
 
 func (n *Node) servers() []hraft.Server {
