@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/throttleddb/throttled/internal/pace"
 )
 
 // Errors returned by the store.
@@ -807,16 +809,24 @@ func (s *Store) SampleExpire(shardIdx int, now int64, rounds int) int {
 }
 
 // SweepInterval is how often Sweep runs Redis' active expiry cycle (Redis'
-// default hz of 10).
-const SweepInterval = 100 * time.Millisecond
+// default hz of 10) while it finds keys to remove; sweepIdle is the longest
+// it waits after rounds that found none.
+const (
+	SweepInterval = 100 * time.Millisecond
+	sweepIdle     = time.Second
+)
 
 // Sweep removes expired keys in the background until ctx is done: every
 // SweepInterval it samples each shard (SampleExpire) at the instant now
-// returns. Lazy expiry on access does the rest, so keys nobody reads still
-// leave memory. It is also the background evictor: a write that could not
-// evict enough from its own shard wakes it (see evict.go).
+// returns. After a round that removed nothing the next comes twice as late,
+// up to sweepIdle, so that an idle node does not wake ten times a second;
+// a round that removes keys brings it back to SweepInterval. Lazy expiry on
+// access does the rest, so keys nobody reads still leave memory. It is also
+// the background evictor: a write that could not evict enough from its own
+// shard wakes it (see evict.go).
 func (s *Store) Sweep(ctx context.Context, now func() int64) {
-	t := time.NewTicker(SweepInterval)
+	p := pace.Pace{Busy: SweepInterval, Idle: sweepIdle}
+	t := time.NewTimer(SweepInterval)
 	defer t.Stop()
 	for {
 		select {
@@ -826,9 +836,11 @@ func (s *Store) Sweep(ctx context.Context, now func() int64) {
 			s.evictAll(now())
 		case <-t.C:
 			at := now()
+			removed := 0
 			for i := range s.shards {
-				s.SampleExpire(i, at, 16)
+				removed += s.SampleExpire(i, at, 16)
 			}
+			t.Reset(p.Next(removed > 0))
 		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/throttleddb/throttled/clock"
+	"github.com/throttleddb/throttled/internal/pace"
 	"github.com/throttleddb/throttled/replication/crdt/mstate"
 	"github.com/throttleddb/throttled/store"
 )
@@ -471,8 +472,8 @@ func (n *Node) completeness() int64 {
 // peer's change or a new link wakes the loop for a cut at once.
 func (n *Node) cutLoop() {
 	defer n.wg.Done()
-	wait := n.cfg.SyncInterval
-	timer := time.NewTimer(wait)
+	p := pace.Pace{Busy: n.cfg.SyncInterval, Idle: n.cfg.Keepalive}
+	timer := time.NewTimer(n.cfg.SyncInterval)
 	defer timer.Stop()
 	for {
 		select {
@@ -481,12 +482,7 @@ func (n *Node) cutLoop() {
 		case <-timer.C:
 		case <-n.wake:
 		}
-		if n.cut() {
-			wait = n.cfg.SyncInterval
-		} else {
-			wait = min(2*wait, n.cfg.Keepalive)
-		}
-		timer.Reset(wait)
+		timer.Reset(p.Next(n.cut()))
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/throttleddb/throttled/clock"
 	"github.com/throttleddb/throttled/commands"
+	"github.com/throttleddb/throttled/internal/pace"
 )
 
 // Config configures a Node. ID, ClusterAddr, RESPAddr, Clock and the parts
@@ -342,26 +343,22 @@ func (n *Node) leaderRESP() string {
 // state change, a failed heartbeat) and a waiting proposal wake it at once.
 func (n *Node) watchLeader(events <-chan hraft.Observation) {
 	defer n.stopped.Done()
-	wait := watchEvery
-	timer := time.NewTimer(wait)
+	p := pace.Pace{Busy: watchEvery, Idle: watchIdle}
+	timer := time.NewTimer(watchEvery)
 	defer timer.Stop()
 	for {
+		woken := false
 		select {
 		case <-n.stop:
 			return
 		case o := <-events:
 			n.noteHeartbeat(o.Data)
-			wait = watchEvery
+			woken = true
 		case <-n.poke:
-			wait = watchEvery
+			woken = true
 		case <-timer.C:
 		}
-		if n.tend() {
-			wait = min(2*wait, watchIdle)
-		} else {
-			wait = watchEvery
-		}
-		timer.Reset(wait)
+		timer.Reset(p.Next(!n.tend() || woken))
 	}
 }
 
