@@ -482,7 +482,12 @@ func (n *Node) cutLoop() {
 		case <-timer.C:
 		case <-n.wake:
 		}
-		timer.Reset(p.Next(n.cut()))
+		// The wait runs from the cut's start, as a ticker's would: a busy
+		// node's cuts take milliseconds, and waiting a whole interval
+		// after each made its batches that much later (bench/crdt's lag
+		// under -P 1 load: p99 20-25 ms instead of 9-12).
+		began := time.Now()
+		timer.Reset(p.Next(n.cut()) - time.Since(began))
 	}
 }
 
