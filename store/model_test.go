@@ -86,7 +86,7 @@ func runKeyspaceModel(t *testing.T, seed uint64, maxKeys int64) {
 			s.SampleExpire(rng.IntN(s.Shards()), now, 4)
 			changed = false
 		case n < 75:
-			s.stepTables(rng.IntN(s.Shards()))
+			s.stepTables(rng.IntN(s.Shards()), now)
 			changed = false
 		default:
 			changed = false

@@ -915,7 +915,7 @@ func (s *Store) Sweep(ctx context.Context, now func() int64) {
 			at := now()
 			for i := range s.shards {
 				s.SampleExpire(i, at, 16)
-				s.stepTables(i)
+				s.stepTables(i, at)
 			}
 		}
 	}
@@ -927,14 +927,14 @@ func (s *Store) Sweep(ctx context.Context, now func() int64) {
 const tableStep = 1024
 
 // stepTables moves the rehashes of shard i's tables along, and starts the
-// ones their deleted keys call for.
-func (s *Store) stepTables(i int) {
+// ones their deleted keys or the clock, at now (Unix ns), call for.
+func (s *Store) stepTables(i int, now int64) {
 	sh := &s.shards[i]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	for _, tab := range sh.dbs {
 		if tab != nil {
-			tab.Step(tableStep)
+			tab.Step(tableStep, floorDiv(now, 1e9))
 		}
 	}
 }

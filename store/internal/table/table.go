@@ -30,7 +30,10 @@
 // idle owner calls), so no single call pays for the whole table. Lookups
 // meanwhile look in both arrays; a key found in the old ones moves on the
 // spot. A rehash also moves the expiry and access time bases forward when
-// many expiries no longer fit the old base.
+// many expiries no longer fit the old base, or the access times' 24 bits
+// are about to run out (Step is told the time). An access past them all the
+// same (the clock leapt, or Step was not called for days) moves the access
+// time base at once, in one pass over the slots.
 //
 // A Table is not safe for concurrent use: the store calls it with the
 // shard's lock held.
@@ -250,8 +253,7 @@ func (t *Table) move(i int, h uint64) int {
 		// A far expiry may fit the new base: it comes back in its slot.
 		t.putExpire(&t.cur, d, t.expiry(o, &s))
 	}
-	at := o.atimeBase + int64(s.meta&atimeMax)
-	d.meta = d.meta&^atimeMax | uint32(clamp(at-t.cur.atimeBase, atimeMax))
+	t.cur.putAtime(d, o.atimeBase+int64(s.meta&atimeMax))
 	return j
 }
 
@@ -328,10 +330,12 @@ func (t *Table) rehash() {
 func (t *Table) finish() { t.step(math.MaxInt) }
 
 // Step moves up to n slots of a rehash under way; an owner calls it now and
-// then so that an idle table does not hold two generations for long. With
-// no rehash under way it starts one when tombstones or a lost majority of
-// keys waste the arrays.
-func (t *Table) Step(n int) {
+// then, with the current Unix second, so that an idle table does not hold
+// two generations for long. With no rehash under way it starts one when
+// tombstones or a lost majority of keys waste the arrays, or when the
+// access times' 24 bits are about to run out.
+func (t *Table) Step(n int, sec int64) {
+	t.lastAtime = max(t.lastAtime, sec)
 	t.step(n)
 	a := &t.cur
 	if t.old != nil || len(a.slots) == 0 {
@@ -483,8 +487,33 @@ func (t *Table) Touch(p Pos, sec int64) {
 }
 
 func (t *Table) touch(a *arrays, s *slot, sec int64) {
-	s.meta = s.meta&^atimeMax | uint32(clamp(sec-a.atimeBase, atimeMax))
+	a.putAtime(s, sec)
 	t.lastAtime = max(t.lastAtime, sec) // a Set may carry an older access back
+}
+
+// putAtime records access time sec in s, a slot of a.
+func (a *arrays) putAtime(s *slot, sec int64) {
+	if sec-a.atimeBase > atimeMax {
+		// Step did not move the base in time (it was not called for days,
+		// or the clock leapt): move it here, in place, so that no access
+		// is recorded wrong.
+		a.rebaseAtime(sec - atimePast)
+	}
+	s.meta = s.meta&^atimeMax | uint32(clamp(sec-a.atimeBase, atimeMax))
+}
+
+// rebaseAtime moves a's access time base to base, converting every slot's
+// access time: a pass over all of a's slots, which a rehash otherwise does
+// a few at a time. An access older than the new base reads as at the base.
+func (a *arrays) rebaseAtime(base int64) {
+	for i := range a.slots {
+		if a.ctrl[i] >= 0x80 {
+			s := &a.slots[i]
+			at := a.atimeBase + int64(s.meta&atimeMax)
+			s.meta = s.meta&^atimeMax | uint32(clamp(at-base, atimeMax))
+		}
+	}
+	a.atimeBase = base
 }
 
 // SetExpire sets the expiry of the key at p (Unix ms, 0 for none).
