@@ -10,7 +10,8 @@
 // size, so a keyspace whose keys come and go reuses its space without
 // compaction. What the free lists hold is counted as Free; a caller that
 // wants it back as well moves records out of the chunks with the most free
-// space (Sparsest) into fresh ones and frees the old ones whole.
+// space (Sparsest, Retire) into others and the emptied chunks go whole;
+// their numbers are taken again by the chunks made later.
 //
 // An Arena is not safe for concurrent use.
 package arena
@@ -40,10 +41,15 @@ type Arena struct {
 	free [classes]Ref
 	// used[i] is how many bytes of chunk i hold live records.
 	used []int32
-	// retired[i]: chunk i takes no new records (Retire).
-	retired []bool
-	// tail is the offset of the first never-used byte of the last chunk.
-	tail int
+	// retired[i]: chunk i takes no new records (Retire); retiring counts
+	// the retired chunks not let go yet.
+	retired  []bool
+	retiring int
+	// gone lists the numbers of chunks let go, for new chunks to take.
+	gone []int
+	// last is the chunk new records fill; tail is the offset of its first
+	// never-used byte.
+	last, tail int
 	// live and freeBytes count bytes of live records and of the free
 	// lists, rounded to the size class; size is the chunks' bytes.
 	live, freeBytes, size int64
@@ -69,22 +75,35 @@ func (a *Arena) Alloc(n int) Ref {
 		return r
 	}
 	if len(a.chunks) == 0 || a.tail+size > ChunkSize {
-		if len(a.chunks) == 1<<(32-chunkBits) {
-			panic("arena: full")
-		}
-		a.chunks = append(a.chunks, make([]byte, ChunkSize))
-		a.size += ChunkSize
-		a.used = append(a.used, 0)
-		a.retired = append(a.retired, false)
-		a.tail = 0
-		if len(a.chunks) == 1 {
-			a.tail = align // Ref 0 names no record
-		}
+		a.grow()
 	}
-	r := Ref(len(a.chunks)-1)<<chunkBits | Ref(a.tail)
+	r := Ref(a.last)<<chunkBits | Ref(a.tail)
 	a.tail += size
 	a.take(r, size)
 	return r
+}
+
+// grow makes a new chunk the one new records fill, under the number of a
+// chunk let go if there is one.
+func (a *Arena) grow() {
+	if n := len(a.gone); n > 0 {
+		a.last, a.gone = a.gone[n-1], a.gone[:n-1]
+		a.chunks[a.last] = make([]byte, ChunkSize)
+		a.retired[a.last] = false
+	} else {
+		if len(a.chunks) == 1<<(32-chunkBits) {
+			panic("arena: full")
+		}
+		a.last = len(a.chunks)
+		a.chunks = append(a.chunks, make([]byte, ChunkSize))
+		a.used = append(a.used, 0)
+		a.retired = append(a.retired, false)
+	}
+	a.size += ChunkSize
+	a.tail = 0
+	if a.last == 0 {
+		a.tail = align // Ref 0 names no record
+	}
 }
 
 func (a *Arena) take(r Ref, size int) {
@@ -127,15 +146,21 @@ func (a *Arena) Size() int64 { return a.size }
 // Chunk returns the chunk that holds r.
 func Chunk(r Ref) int { return int(r >> chunkBits) }
 
-// Sparsest returns the chunks, at most n of them and not the last one
-// (which new records fill), whose live records take less than half of
-// them, emptiest first: the ones worth emptying. A caller empties chunk i
-// with Retire(i) and then moves each of its live records (Alloc, copy,
-// Free); the chunk's memory goes when its last record does.
+// Retired reports whether r is in a retired chunk: a record to move out.
+func (a *Arena) Retired(r Ref) bool { return a.retired[r>>chunkBits] }
+
+// Retiring reports whether a retired chunk still holds live records.
+func (a *Arena) Retiring() bool { return a.retiring > 0 }
+
+// Sparsest returns the chunks, at most n of them and not the one new
+// records fill, whose live records take less than half of them, emptiest
+// first: the ones worth emptying. A caller empties chunks with Retire and
+// then moves each of their live records (Alloc, copy, Free); a chunk's
+// memory goes when its last record does.
 func (a *Arena) Sparsest(n int) []int {
 	var out []int
-	for i := range len(a.chunks) - 1 {
-		if a.chunks[i] != nil && !a.retired[i] && a.used[i] < ChunkSize/2 {
+	for i := range a.chunks {
+		if i != a.last && a.chunks[i] != nil && !a.retired[i] && a.used[i] < ChunkSize/2 {
 			out = append(out, i)
 		}
 	}
@@ -143,40 +168,53 @@ func (a *Arena) Sparsest(n int) []int {
 	return out[:min(n, len(out))]
 }
 
-// Retire stops chunk i, not the last one, from taking new records: its free
-// records leave the free lists, and records freed in it later do not join
-// them. Once its last live record is freed the chunk is let go. Its number
-// stays taken, as Refs name chunks by number.
-func (a *Arena) Retire(i int) {
-	if i == len(a.chunks)-1 || a.retired[i] || a.chunks[i] == nil {
+// Retire stops the chunks given (but the one new records fill) from
+// taking new records: their free records leave the free lists, in one walk
+// of the lists, and records freed in them later do not join them. Once its
+// last live record is freed a chunk is let go, and its number is free for
+// a new chunk.
+func (a *Arena) Retire(chunks ...int) {
+	n := 0
+	for _, i := range chunks {
+		if i != a.last && a.chunks[i] != nil && !a.retired[i] {
+			a.retired[i] = true
+			a.retiring++
+			n++
+		}
+	}
+	if n == 0 {
 		return
 	}
-	a.retired[i] = true
 	for c := range a.free {
 		var prev Ref
 		for r := a.free[c]; r != 0; {
 			next := a.next(r)
-			if int(r>>chunkBits) != i {
+			switch {
+			case !a.retired[r>>chunkBits]:
 				prev = r
-			} else if prev == 0 {
+			case prev == 0:
 				a.free[c] = next
-			} else {
+			default:
 				a.setNext(prev, next)
 			}
-			if int(r>>chunkBits) == i {
+			if a.retired[r>>chunkBits] {
 				a.freeBytes -= int64((c + 1) * align)
 			}
 			r = next
 		}
 	}
-	a.drop(i)
+	for _, i := range chunks {
+		a.drop(i)
+	}
 }
 
 // drop lets retired chunk i go once it holds no live record.
 func (a *Arena) drop(i int) {
-	if a.retired[i] && a.used[i] == 0 {
+	if a.retired[i] && a.used[i] == 0 && a.chunks[i] != nil {
 		a.chunks[i] = nil
 		a.size -= ChunkSize
+		a.retiring--
+		a.gone = append(a.gone, i)
 	}
 }
 

@@ -40,6 +40,15 @@ func model(t *testing.T, ops []byte) {
 		if want := int64(len(a.chunks)-nils(a.chunks)) * ChunkSize; a.Size() != want {
 			t.Fatalf("Size = %d, chunks hold %d", a.Size(), want)
 		}
+		retiring := 0
+		for i, c := range a.chunks {
+			if c != nil && a.retired[i] {
+				retiring++
+			}
+		}
+		if a.retiring != retiring || a.Retiring() != (retiring > 0) {
+			t.Fatalf("retiring = %d, chunks retired and held: %d", a.retiring, retiring)
+		}
 		if a.Live()+a.FreeBytes() > a.Size() {
 			t.Fatalf("Live %d + FreeBytes %d > Size %d", a.Live(), a.FreeBytes(), a.Size())
 		}
@@ -64,7 +73,7 @@ func model(t *testing.T, ops []byte) {
 			live[i] = live[len(live)-1]
 			live = live[:len(live)-1]
 		default: // compact: retire the sparsest chunk, move its records
-			for _, c := range a.Sparsest(1) {
+			for _, c := range a.Sparsest(1 + int(op%2)) {
 				a.Retire(c)
 				for i, x := range live {
 					if Chunk(x.r) != c {
@@ -127,6 +136,44 @@ func TestReuse(t *testing.T) {
 	}
 	if a.Live() != 10000*32 || a.FreeBytes() != 0 {
 		t.Errorf("Live %d, FreeBytes %d; want %d, 0", a.Live(), a.FreeBytes(), 10000*32)
+	}
+}
+
+// TestChunkNumbersReused empties and refills an arena many times over,
+// compacting it each time: the chunks let go give their numbers to new
+// ones, so the 16 bits that name a chunk never run out.
+func TestChunkNumbersReused(t *testing.T) {
+	var a Arena
+	var refs []Ref
+	for round := range 200 {
+		for range 20000 {
+			refs = append(refs, a.Alloc(24))
+		}
+		// Keep one record in 64: every chunk is sparse.
+		kept := refs[:0]
+		for i, r := range refs {
+			if i%64 == round%64 {
+				kept = append(kept, r)
+			} else {
+				a.Free(r, 24)
+			}
+		}
+		refs = kept
+		a.Retire(a.Sparsest(1 << 16)...)
+		for i, r := range refs {
+			if a.Retired(r) {
+				n := a.Alloc(24)
+				copy(a.Bytes(n, 24), a.Bytes(r, 24))
+				a.Free(r, 24)
+				refs[i] = n
+			}
+		}
+		if a.Retiring() {
+			t.Fatalf("round %d: a retired chunk kept records after they all moved", round)
+		}
+	}
+	if len(a.chunks) > 16 {
+		t.Errorf("%d chunk numbers taken for at most %d live bytes", len(a.chunks), a.Live())
 	}
 }
 

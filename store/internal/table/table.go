@@ -20,7 +20,11 @@
 //     LRU clock).
 //
 // Byte records of up to arena.MaxRecord bytes live in the table's arena
-// (package arena), longer ones in a side list of Go slices.
+// (package arena), longer ones in a side list of Go slices. A freed
+// record's space goes to the next record of its size; when a quarter of the
+// arena is free all the same (the keys were many, then fewer), Step
+// retires its sparsest chunks and moves their records out a few slots at a
+// time, and the emptied chunks go back to the Go heap.
 //
 // # Growth
 //
@@ -140,6 +144,10 @@ type Table struct {
 	haveTimes          bool
 
 	recs arena.Arena
+	// compacting says records are being moved out of the arena's retired
+	// chunks; compactAt is the next slot (a Pos) to look at.
+	compacting bool
+	compactAt  int
 	// big holds byte records longer than arena.MaxRecord; bigFree lists
 	// its unused indexes.
 	big     [][]byte
@@ -337,6 +345,7 @@ func (t *Table) finish() { t.step(math.MaxInt) }
 func (t *Table) Step(n int, sec int64) {
 	t.lastAtime = max(t.lastAtime, sec)
 	t.step(n)
+	t.compact(n)
 	a := &t.cur
 	if t.old != nil || len(a.slots) == 0 {
 		return
@@ -365,6 +374,60 @@ func (t *Table) step(n int) {
 	if t.moved == len(o.slots) {
 		t.old = nil
 	}
+}
+
+// Compaction starts when the arena's free records reach a quarter of it
+// and at least compactMin bytes, and retires up to compactChunks chunks.
+const (
+	compactMin    = 4 * arena.ChunkSize
+	compactChunks = 16
+)
+
+// compact looks at up to n slots for records in retired chunks and moves
+// them, retiring the sparsest chunks first when the arena holds too much
+// free space. A rehash that starts meanwhile may move slots behind the
+// walk: a walk that ends with records left in retired chunks starts over.
+func (t *Table) compact(n int) {
+	if !t.compacting {
+		if free := t.recs.FreeBytes(); free < compactMin || free < t.recs.Size()/4 {
+			return
+		}
+		t.recs.Retire(t.recs.Sparsest(compactChunks)...)
+		if t.compacting, t.compactAt = t.recs.Retiring(), 0; !t.compacting {
+			return // the chunks retired were empty and went at once
+		}
+	}
+	total := len(t.cur.slots)
+	if t.old != nil {
+		total += len(t.old.slots)
+	}
+	for ; n > 0 && t.compactAt < total; n, t.compactAt = n-1, t.compactAt+1 {
+		a, i := t.at(Pos(t.compactAt))
+		if a.ctrl[i] < 0x80 {
+			continue
+		}
+		s := &a.slots[i]
+		if s.hasBytes() {
+			s.word = t.rehome(s.word)
+		}
+		if s.long() {
+			binary.LittleEndian.PutUint64(s.name[:8], t.rehome(binary.LittleEndian.Uint64(s.name[:8])))
+		}
+	}
+	if t.compactAt >= total {
+		t.compacting, t.compactAt = t.recs.Retiring(), 0
+	}
+}
+
+// rehome returns blob handle h, its record moved out of the arena's
+// retired chunk if it is in one.
+func (t *Table) rehome(h uint64) uint64 {
+	if h&bigBit != 0 || h>>32 == 0 || !t.recs.Retired(arena.Ref(h)) {
+		return h
+	}
+	moved := t.putBlob(t.blob(h)) // the old record stays until freed below
+	t.freeBlob(h)
+	return moved
 }
 
 // Delete removes the key at p, freeing its records.

@@ -133,6 +133,17 @@ func run(t *testing.T, rng *rand.Rand, hash func([]byte) uint64, n, check int, s
 		return w
 	}
 	for op := range n {
+		if op == n/2 {
+			// Most keys go at once: the table shrinks and the arena,
+			// mostly free, compacts while the operations go on.
+			for k := range m {
+				if rng.IntN(10) != 0 {
+					p, _ := tb.Find([]byte(k), hash([]byte(k)))
+					tb.Delete(p)
+					delete(m, k)
+				}
+			}
+		}
 		now += rng.Int64N(step + 1)
 		k := keyOf()
 		h := hash([]byte(k))
@@ -200,8 +211,9 @@ func run(t *testing.T, rng *rand.Rand, hash func([]byte) uint64, n, check int, s
 	for range 100 {
 		tb.Step(1<<20, now/1000)
 	}
-	if tb.Len() != 0 || tb.recs.Live() != 0 || len(tb.far) != 0 || tb.bigSize != 0 {
-		t.Errorf("emptied table: Len %d, arena live %d, far %d, big %d", tb.Len(), tb.recs.Live(), len(tb.far), tb.bigSize)
+	if tb.Len() != 0 || tb.recs.Live() != 0 || len(tb.far) != 0 || tb.bigSize != 0 || tb.recs.Size() > compactMin {
+		t.Errorf("emptied table: Len %d, arena live %d and size %d, far %d, big %d",
+			tb.Len(), tb.recs.Live(), tb.recs.Size(), len(tb.far), tb.bigSize)
 	}
 	if len(tb.cur.slots) > 4*minSlots {
 		t.Errorf("emptied table kept %d slots", len(tb.cur.slots))
@@ -324,5 +336,36 @@ func TestAtimeLeap(t *testing.T) {
 	p, _ = tb.Find([]byte("k8"), hash([]byte("k8")))
 	if got, base := tb.Get(p).Atime, later-atimePast; got != base {
 		t.Fatalf("untouched key: atime %d, want the new base %d", got, base)
+	}
+}
+
+// TestCompactArena fills a table with TB-sized states, deletes nine keys in
+// ten at random and lets Step run: the arena gives back most of its chunks
+// while every remaining key keeps its state.
+func TestCompactArena(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 0))
+	tb := New(hash)
+	m := map[string]want{}
+	for i := range 200000 {
+		k := fmt.Sprintf("rl:user:%07d", i)
+		w := want{kind: 3, hasBytes: true, b: bytes.Repeat([]byte{byte(i)}, 26), atime: 1_795_000_000}
+		tb.Insert([]byte(k), hash([]byte(k)), w.entry())
+		m[k] = w
+	}
+	full := tb.recs.Size()
+	for k := range m {
+		if rng.IntN(10) != 0 {
+			p, _ := tb.Find([]byte(k), hash([]byte(k)))
+			tb.Delete(p)
+			delete(m, k)
+		}
+	}
+	for range 2000 {
+		tb.Step(1024, 1_795_000_000)
+	}
+	checkAll(t, tb, m, 1_795_000_000_000)
+	// Live records take a tenth; a chunk kept half full at worst.
+	if got := tb.recs.Size(); got > full/4 || tb.recs.Retiring() {
+		t.Errorf("arena: %d B after compaction, %d B full, still retiring %v", got, full, tb.recs.Retiring())
 	}
 }
