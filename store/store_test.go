@@ -2,9 +2,11 @@ package store
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 const ms = int64(1e6)
@@ -677,5 +679,36 @@ func TestEvict_NeverSystem(t *testing.T) {
 	})
 	if len(heard) != 6 || heard[0] != "p0=x,true" || heard[5] != "p0=,false" {
 		t.Errorf("the watch heard %q", heard)
+	}
+}
+
+// BenchmarkFillPause writes ten million CL.THROTTLE-like keys (an integer
+// and an expiry, 15-byte names) into a store with the default shards, one
+// Put at a time under its shard's lock as a command would, and reports the
+// slowest Puts: a table's growth (new arrays, and the old ones' keys moved
+// a few at a time) must never stall a command for long. `-benchtime 1x`.
+func BenchmarkFillPause(b *testing.B) {
+	const n = 10_000_000
+	for b.Loop() {
+		s, err := New(DefaultConfig())
+		if err != nil {
+			b.Fatal(err)
+		}
+		lat := make([]time.Duration, n)
+		key := []byte("rl:user:0000000")
+		for i := range n {
+			key = fmt.Appendf(key[:8], "%07d", i)
+			var ls LockSet
+			ls.Add(s, key)
+			start := time.Now()
+			s.Lock(&ls)
+			s.Tx(t0).Put(0, key, IntValue(t0+int64(i)), t0/ms+3_600_000)
+			s.Unlock(&ls)
+			lat[i] = time.Since(start)
+		}
+		slices.Sort(lat)
+		b.ReportMetric(float64(lat[n-1].Microseconds()), "worst-µs")
+		b.ReportMetric(float64(lat[n-n/100_000].Microseconds()), "p99.999-µs")
+		b.ReportMetric(float64(lat[n/2].Nanoseconds()), "p50-ns")
 	}
 }
