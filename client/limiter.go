@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/throttleddb/throttled/client/internal/sleep"
 	"github.com/throttleddb/throttled/policy"
 )
 
@@ -264,26 +265,11 @@ func (l *Limiter) WaitN(ctx context.Context, key string, n int64) error {
 		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
 			return fmt.Errorf("client: waiting %v would exceed the context's deadline", wait)
 		}
-		if err := sleep(ctx, wait); err != nil {
+		if err := sleep.For(ctx, wait); err != nil {
 			return err
 		}
 		if r.Allowed {
 			return nil
 		}
-	}
-}
-
-// sleep waits for d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
 	}
 }

@@ -32,6 +32,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/throttleddb/throttled/client"
+	"github.com/throttleddb/throttled/client/internal/sleep"
 	"github.com/throttleddb/throttled/policy"
 )
 
@@ -216,11 +217,7 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 			return
 		}
 		if d.Delay > 0 { // an lb tier: hold the request its queue delay
-			t := time.NewTimer(d.Delay)
-			defer t.Stop()
-			select {
-			case <-t.C:
-			case <-r.Context().Done():
+			if sleep.For(r.Context(), d.Delay) != nil {
 				return
 			}
 		}
