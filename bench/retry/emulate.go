@@ -160,8 +160,26 @@ type groupTelemetry struct {
 }
 
 func (g groupTelemetry) Report(now time.Time, sent int64, got429 bool) (retry.Aggregate, error) {
+	return g.send(now, sent, got429, -1)
+}
+
+// Reserve is TELEMETRY.REPORT ... RESERVE: after and the slot are whole
+// milliseconds, rounded up, as StoreTelemetry sends one and the command
+// answers the other.
+func (g groupTelemetry) Reserve(now time.Time, sent int64, got429 bool, after time.Duration) (retry.Aggregate, error) {
+	agg, err := g.send(now, sent, got429, ceilMS(max(after, 0)))
+	agg.Slot = ceilMS(agg.Slot)
+	return agg, err
+}
+
+func ceilMS(d time.Duration) time.Duration {
+	return (d + time.Millisecond - 1) / time.Millisecond * time.Millisecond
+}
+
+// send reports, and reserves when after >= 0.
+func (g groupTelemetry) send(now time.Time, sent int64, got429 bool, after time.Duration) (retry.Aggregate, error) {
 	r := telemetry.Report{Group: "emulated", Client: g.client, Sent: sent,
-		Rate: telemetry.Rate{Count: refill, Period: period}}
+		Rate: telemetry.Rate{Count: refill, Period: period}, Reserve: after >= 0, After: int64(max(after, 0))}
 	if got429 {
 		r.Got429 = 1
 	}
@@ -170,7 +188,8 @@ func (g groupTelemetry) Report(now time.Time, sent int64, got429 bool) (retry.Ag
 		return retry.Aggregate{}, err
 	}
 	return retry.Aggregate{Active: a.Active, Total: a.Total, Clients429: a.Clients429,
-		Rate: float64(a.Rate.Count) / time.Duration(a.Rate.Period).Minutes()}, nil
+		Rate: float64(a.Rate.Count) / time.Duration(a.Rate.Period).Minutes(),
+		Slot: time.Duration(a.Slot)}, nil
 }
 
 // updater is a strategy with periodic work that goes on while its client

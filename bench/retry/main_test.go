@@ -26,16 +26,19 @@ func TestRun_Deterministic(t *testing.T) {
 }
 
 // The emulator shows what the strategies are for: against UB with five
-// clients at 800 requests, AATB cuts 429s by more than 90% and Hinted by
-// 99% with a duration no longer than AATB's.
+// clients at 800 requests, AATB cuts 429s by more than 90%; in every
+// scenario, Hinted cuts them by 99% with a duration no longer than AATB's
+// (with a hundred clients only since it takes the group's slots).
 func TestRun_Ordering(t *testing.T) {
 	sc := Scenarios[1]
-	ub, aatb, hinted := Average(sc, "UB", 10), Average(sc, "AATB", 10), Average(sc, "Hinted", 10)
-	if aatb.Got429 > 0.1*ub.Got429 {
+	if ub, aatb := Average(sc, "UB", 10), Average(sc, "AATB", 10); aatb.Got429 > 0.1*ub.Got429 {
 		t.Errorf("AATB: %.1f 429s against UB's %.1f: want at least 90%% fewer", aatb.Got429, ub.Got429)
 	}
-	if hinted.Got429 > 0.01*ub.Got429 || hinted.Duration > aatb.Duration {
-		t.Errorf("Hinted: %.1f 429s in %v; UB %.1f, AATB's duration %v", hinted.Got429, hinted.Duration, ub.Got429, aatb.Duration)
+	for _, sc := range Scenarios {
+		ub, aatb, hinted := Average(sc, "UB", 10), Average(sc, "AATB", 10), Average(sc, "Hinted", 10)
+		if hinted.Got429 > 0.01*ub.Got429 || hinted.Duration > aatb.Duration {
+			t.Errorf("%s: Hinted %.1f 429s in %v; UB %.1f, AATB's duration %v", sc.Name, hinted.Got429, hinted.Duration, ub.Got429, aatb.Duration)
+		}
 	}
 }
 
