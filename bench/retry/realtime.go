@@ -17,6 +17,7 @@ import (
 	throttledclient "github.com/throttleddb/throttled/client"
 	"github.com/throttleddb/throttled/client/httplimit"
 	"github.com/throttleddb/throttled/client/retry"
+	"github.com/throttleddb/throttled/internal/sleep"
 )
 
 // RealTime is the scenario of the real-time run (-http), scaled down to
@@ -92,7 +93,7 @@ func RunHTTP(ctx context.Context, rdb *redis.Client, sc Scenario, name string, s
 			due := start.Add(at.Sub(t0) + time.Duration(k)*time.Microsecond)
 			go func() {
 				defer wg.Done()
-				if err := sleepUntil(ctx, due); err != nil {
+				if err := sleep.For(ctx, time.Until(due)); err != nil {
 					errs <- err
 					return
 				}
@@ -133,17 +134,6 @@ func get(ctx context.Context, hc *http.Client, url string) error {
 		return fmt.Errorf("GET: %s", res.Status)
 	}
 	return nil
-}
-
-func sleepUntil(ctx context.Context, t time.Time) error {
-	timer := time.NewTimer(time.Until(t))
-	defer timer.Stop()
-	select {
-	case <-timer.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // service counts what the HTTP service answered: 429s, and the instants of

@@ -32,7 +32,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/throttleddb/throttled/client"
-	"github.com/throttleddb/throttled/client/internal/sleep"
+	"github.com/throttleddb/throttled/internal/sleep"
 	"github.com/throttleddb/throttled/policy"
 )
 

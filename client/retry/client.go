@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/throttleddb/throttled/client/internal/sleep"
+	"github.com/throttleddb/throttled/internal/sleep"
 )
 
 // Clock is the time a Client waits on; RealClock is the default. A test or

@@ -1,6 +1,7 @@
-// Package sleep is the context-aware wait that the client packages share:
-// the limiter's wait for a retry_after, the retry strategies' real clock and
-// the HTTP middleware's hold of a leaky bucket's delay.
+// Package sleep is the context-aware wait that the client packages and the
+// benchmarks share: the limiter's wait for a retry_after, the retry
+// strategies' real clock, the HTTP middleware's hold of a leaky bucket's
+// delay, bench/retry's arrivals.
 package sleep
 
 import (
