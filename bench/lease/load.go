@@ -59,16 +59,18 @@ func (c config) limiterConfig(m mode, rdb *redis.Client, tier policy.Tier, gw in
 	return lc
 }
 
-// bound is the documented over-admission bound of mode m, in units over
-// the limit per window: none for per request and eager leases, instances
-// x batch for lazy ones, and instances x what each admits in one sync
-// interval for two-layer.
-func (c config) bound(m mode) int64 {
+// bound is the documented over-admission bound of mode m with delay one
+// way, in units over a key's limit per window: none for per request and
+// eager leases, instances x batch for lazy ones, and for two-layer
+// instances x what each admits while its view of the others is stale: one
+// sync interval plus the sync's round trip (2 x delay).
+func (c config) bound(m mode, delay time.Duration) int64 {
 	switch {
 	case m.lazy:
 		return gateways * c.batch
 	case m.two:
-		return gateways * int64(math.Ceil(c.rate/gateways*c.sync.Seconds()))
+		stale := c.sync + 2*delay
+		return gateways * int64(math.Ceil(c.rate/gateways*stale.Seconds()))
 	}
 	return 0
 }
@@ -93,6 +95,8 @@ type caseResult struct {
 	errors      int
 	calls       int64
 	p50, p99    time.Duration // steady state: requests started after the warm-up
+	slow        int           // of those, how many took over a millisecond (waited for the store)
+	steady      int           // requests started after the warm-up
 	over, under int           // the study's Algorithm 7, summed over keys
 	maxOver     int64         // the most one key's admissions exceeded its limit
 	bound       int64
@@ -123,7 +127,7 @@ func (r caseResult) callsPerRequest() float64 {
 // gateways as a load balancer would. The limit is fwc, cfg.admit of each
 // key's traffic per window, and the case runs inside one window, so that
 // every key's admissions can be set against its limit.
-func runCase(ctx context.Context, cfg config, m mode, addr, statsAddr string, caseNo int) (caseResult, error) {
+func runCase(ctx context.Context, cfg config, m mode, delay time.Duration, addr, statsAddr string, caseNo int) (caseResult, error) {
 	if err := alignToWindow(ctx, cfg.window, cfg.duration+cfg.slack()); err != nil {
 		return caseResult{}, err
 	}
@@ -188,7 +192,7 @@ func runCase(ctx context.Context, cfg config, m mode, addr, statsAddr string, ca
 		return caseResult{}, err
 	}
 	res := measure(recs, cfg.keys, limit, cfg.warmup())
-	res.mode, res.calls, res.bound = m.name, n, cfg.bound(m)
+	res.mode, res.delay, res.calls, res.bound = m.name, delay, n, cfg.bound(m, delay)
 	return res, nil
 }
 
@@ -254,6 +258,9 @@ func measure(recs []record, keys int, limit int64, warmup time.Duration) caseRes
 		}
 		if r.started >= warmup {
 			lat = append(lat, r.latency)
+			if r.latency > time.Millisecond {
+				res.slow++
+			}
 		}
 		byKey[r.key] = append(byKey[r.key], r)
 	}
@@ -273,6 +280,7 @@ func measure(recs []record, keys int, limit int64, warmup time.Duration) caseRes
 		}
 		res.maxOver = max(res.maxOver, admitted-limit)
 	}
+	res.steady = len(lat)
 	res.p50, res.p99 = percentile(lat, 0.50), percentile(lat, 0.99)
 	return res
 }

@@ -151,13 +151,13 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 			}
 			for _, m := range cfg.modes {
 				caseNo++
-				r, err := runCase(ctx, cfg, m, p.Addr(), s.addr, caseNo)
+				r, err := runCase(ctx, cfg, m, d, p.Addr(), s.addr, caseNo)
 				if err != nil {
 					p.Close()
 					s.stop(logf)
 					return fmt.Errorf("%s, %v, %s: %w", s.name, d, m.name, err)
 				}
-				r.store, r.delay = s.name, d
+				r.store = s.name
 				logf("%s, %v one way, %s: %d requests, %d admitted, %.4f calls/request, p50 %v p99 %v, deviation %.2f%%, max over %d (bound %d)",
 					r.store, d, m.name, r.requests, r.admitted, r.callsPerRequest(), r.p50, r.p99, r.deviation(), r.maxOver, r.bound)
 				results = append(results, r)

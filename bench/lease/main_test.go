@@ -93,8 +93,8 @@ func TestMeasure(t *testing.T) {
 	if r.requests != 7 || r.admitted != 5 || r.over != 1 || r.under != 1 || r.maxOver != 1 {
 		t.Errorf("got %+v", r)
 	}
-	if r.p50 != 2*ms || r.p99 != 3*ms {
-		t.Errorf("p50 %v, p99 %v: want 2ms and 3ms (the three requests after the warm-up)", r.p50, r.p99)
+	if r.p50 != 2*ms || r.p99 != 3*ms || r.steady != 3 || r.slow != 2 {
+		t.Errorf("p50 %v, p99 %v, %d of %d over 1 ms: want 2ms and 3ms, 2 of 3 (the requests after the warm-up)", r.p50, r.p99, r.slow, r.steady)
 	}
 	if d := r.deviation(); d < 28.5 || d > 28.6 {
 		t.Errorf("deviation %.2f%%, want 2/7", d)

@@ -19,8 +19,8 @@ const (
 // to: at 25 ms, lease modes' p50, p99 and calls ratio; everywhere, the
 // over-admission against the mode's bound.
 func report(w io.Writer, results []caseResult) {
-	fmt.Fprintln(w, "| store | one way | mode | requests | admitted (limit x keys) | store calls / request | fewer calls than per request | p50 added | p99 added | deviation (over / under) | most over a limit | bound | bars |")
-	fmt.Fprintln(w, "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+	fmt.Fprintln(w, "| store | one way | mode | requests | admitted (limit x keys) | store calls / request | fewer calls than per request | p50 added | p99 added | over 1 ms | deviation (over / under) | most over a limit | bound | bars |")
+	fmt.Fprintln(w, "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
 	perRequest := map[string]float64{} // store + delay -> calls per request
 	for _, r := range results {
 		if r.mode == "per-request" {
@@ -34,9 +34,9 @@ func report(w io.Writer, results []caseResult) {
 			ratio = base / r.callsPerRequest()
 			fewer = fmt.Sprintf("%.1fx", ratio)
 		}
-		fmt.Fprintf(w, "| %s | %v | %s | %d | %d (%d) | %.4f | %s | %s | %s | %.2f%% (%d / %d) | %d | %d | %s |\n",
+		fmt.Fprintf(w, "| %s | %v | %s | %d | %d (%d) | %.4f | %s | %s | %s | %.1f%% | %.2f%% (%d / %d) | %d | %d | %s |\n",
 			r.store, r.delay, r.mode, r.requests, r.admitted, r.limit*int64(r.keys), r.callsPerRequest(), fewer,
-			ms(r.p50), ms(r.p99), r.deviation(), r.over, r.under, max(r.maxOver, 0), r.bound, bars(r, ratio))
+			ms(r.p50), ms(r.p99), pct(r.slow, r.steady), r.deviation(), r.over, r.under, max(r.maxOver, 0), r.bound, bars(r, ratio))
 	}
 	for _, r := range results {
 		if r.mode == "eager" && r.delay == barDelay {
@@ -76,6 +76,14 @@ func errorCount(results []caseResult) int {
 		n += r.errors
 	}
 	return n
+}
+
+// pct is n of total in percent; 0 when total is.
+func pct(n, total int) float64 {
+	if total == 0 {
+		return 0
+	}
+	return 100 * float64(n) / float64(total)
 }
 
 // ms formats a duration in milliseconds with two decimals.
