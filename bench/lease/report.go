@@ -86,5 +86,5 @@ func pct(n, total int) float64 {
 	return 100 * float64(n) / float64(total)
 }
 
-// ms formats a duration in milliseconds with two decimals.
-func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond)) }
+// ms formats a duration in milliseconds, to the microsecond.
+func ms(d time.Duration) string { return fmt.Sprintf("%.3f ms", float64(d)/float64(time.Millisecond)) }
