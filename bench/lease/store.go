@@ -73,7 +73,7 @@ func startRaft(ctx context.Context, bin, tmp string, logf func(string, ...any)) 
 	}
 	probe := func(ctx context.Context) error {
 		for _, p := range s.procs {
-			id, err := leaderID(ctx, p.Addr)
+			id, err := harness.RaftLeader(ctx, p.Addr)
 			if err != nil {
 				continue
 			}
@@ -92,25 +92,6 @@ func startRaft(ctx context.Context, bin, tmp string, logf func(string, ...any)) 
 	}
 	logf("cluster up, the leader is at %s", s.addr)
 	return s, nil
-}
-
-// leaderID asks the member at addr which member leads (RAFT LEADER).
-func leaderID(ctx context.Context, addr string) (string, error) {
-	c, err := respconn.Dial(ctx, addr, time.Second)
-	if err != nil {
-		return "", err
-	}
-	defer c.Close()
-	v, err := c.Do("RAFT", "LEADER")
-	if err != nil {
-		return "", err
-	}
-	if pair, ok := v.([]any); ok && len(pair) == 2 {
-		if id, ok := pair[0].(string); ok && id != "" {
-			return id, nil
-		}
-	}
-	return "", fmt.Errorf("RAFT LEADER answered %v", v)
 }
 
 // resetStats zeroes the node's command counters (CONFIG RESETSTAT), so
