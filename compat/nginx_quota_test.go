@@ -114,12 +114,19 @@ func quotaRun(t *testing.T, gws []*nginxServer, q quotaReq, n, conc int) *quotaT
 		})
 	}
 	wg.Wait()
-	for s, c := range tally.status {
+	return tally
+}
+
+// decided fails the test unless every response was 200 or 429, and
+// returns the tally.
+func (q *quotaTally) decided(t *testing.T) *quotaTally {
+	t.Helper()
+	for s, c := range q.status {
 		if s != 200 && s != 429 {
 			t.Errorf("%d responses with status %d", c, s)
 		}
 	}
-	return tally
+	return q
 }
 
 // fwcCount returns what the store's FWC state of key counts in the window,
@@ -155,8 +162,8 @@ func TestNginxQuotaLease(t *testing.T) {
 	qa, qb := q, q
 	qa.holder, qb.holder = "gwA", "gwB"
 	// Half the requests to each gateway (quotaRun alternates), as its holder.
-	tally := quotaRun(t, []*nginxServer{a, b}, qa, n/2, 8)
-	tally2 := quotaRun(t, []*nginxServer{b}, qb, n/2, 8)
+	tally := quotaRun(t, []*nginxServer{a, b}, qa, n/2, 8).decided(t)
+	tally2 := quotaRun(t, []*nginxServer{b}, qb, n/2, 8).decided(t)
 	admitted := tally.status[200] + tally2.status[200]
 	if admitted > limit {
 		t.Errorf("admitted %d, over the limit %d", admitted, limit)
@@ -201,7 +208,7 @@ func TestNginxQuotaLease_Steady(t *testing.T) {
 	gw := quotaStart(t, bin, node.Addr(), false, nil)
 	before := admin.calls(t)
 	const n = 300
-	tally := quotaRun(t, []*nginxServer{gw}, quotaReq{key: "q:steady", limit: "FWC 100000 60", batch: "20"}, n, 1)
+	tally := quotaRun(t, []*nginxServer{gw}, quotaReq{key: "q:steady", limit: "FWC 100000 60", batch: "20"}, n, 1).decided(t)
 	if tally.status[200] != n {
 		t.Fatalf("admitted %d of %d", tally.status[200], n)
 	}
@@ -236,7 +243,7 @@ func TestNginxQuotaLease_Killed(t *testing.T) {
 	q := quotaReq{key: "q:kill", limit: "FWC 100 60", batch: "10", ttl: "10000", holder: "dead"}
 	// 3 requests: the first leases 10 (the debug clock is frozen: its id
 	// is the clock's nanoseconds), 7 left, nothing leased ahead.
-	if got := quotaRun(t, []*nginxServer{dead}, q, 3, 1); got.status[200] != 3 {
+	if got := quotaRun(t, []*nginxServer{dead}, q, 3, 1).decided(t); got.status[200] != 3 {
 		t.Fatalf("dead gateway: %v", got.status)
 	}
 	deadLease := strconv.FormatInt(e2eClockStart, 10) + ":q:kill"
@@ -245,7 +252,7 @@ func TestNginxQuotaLease_Killed(t *testing.T) {
 		t.Fatalf("store counts %d after the dead gateway's lease, want its grant 10", got)
 	}
 	q.holder = "live"
-	tally := quotaRun(t, []*nginxServer{live}, q, 120, 4)
+	tally := quotaRun(t, []*nginxServer{live}, q, 120, 4).decided(t)
 	if tally.status[200] != limit-10 {
 		t.Errorf("live gateway admitted %d, want %d (the limit less the dead lease)", tally.status[200], limit-10)
 	}
@@ -279,7 +286,7 @@ func TestNginxQuotaLazy(t *testing.T) {
 			gw *nginxServer
 			q  quotaReq
 		}{{a, qa}, {b, qb}} {
-			admitted += quotaRun(t, []*nginxServer{g.gw}, g.q, batch, 1).status[200]
+			admitted += quotaRun(t, []*nginxServer{g.gw}, g.q, batch, 1).decided(t).status[200]
 		}
 	}
 	a.stop(t)
@@ -309,7 +316,7 @@ func TestNginxQuotaShare(t *testing.T) {
 			key := "q:share:" + share
 			before := admin.calls(t)
 			q := quotaReq{key: key, limit: "FWC 16 60", batch: "100", share: share, holder: "gw"}
-			tally := quotaRun(t, []*nginxServer{gw}, q, 30, 1)
+			tally := quotaRun(t, []*nginxServer{gw}, q, 30, 1).decided(t)
 			if tally.status[200] != 16 || tally.status[429] != 14 {
 				t.Errorf("got %v, want 16 admitted and 14 refused", tally.status)
 			}
@@ -345,7 +352,7 @@ func TestNginxQuotaTwoLayer(t *testing.T) {
 			t.Fatalf("/sync: %q", r.body)
 		}
 	}
-	round := func(gw *nginxServer) int { return quotaRun(t, []*nginxServer{gw}, q, 20, 4).status[200] }
+	round := func(gw *nginxServer) int { return quotaRun(t, []*nginxServer{gw}, q, 20, 4).decided(t).status[200] }
 	// Round 1: 20 each, both within 50 as each knows it.
 	got := []int{round(a), round(b)}
 	sync(a) // the store: 20
@@ -373,7 +380,7 @@ func TestNginxQuotaTwoLayer(t *testing.T) {
 	// The timer: one worker syncs every interval (here 50 ms), unasked.
 	c := quotaStart(t, bin, node.Addr(), false, map[string]string{"sync_interval = 3600": "sync_interval = 0.05"})
 	q.key = "q:timer"
-	if n := quotaRun(t, []*nginxServer{c}, q, 7, 1).status[200]; n != 7 {
+	if n := quotaRun(t, []*nginxServer{c}, q, 7, 1).decided(t).status[200]; n != 7 {
 		t.Fatalf("admitted %d of 7", n)
 	}
 	testwait.For(t, 10*time.Second, "the timer's sync of 7", func() bool { return twoLayerCount(t, admin, "q:timer") == 7 })
@@ -396,4 +403,63 @@ func twoLayerCount(t *testing.T, a *nginxAdmin, key string) int {
 		t.Fatalf("GET %s: %q", keys[2], reply)
 	}
 	return n
+}
+
+// TestNginxQuotaFailure: when throttled gives no decision, an error reply
+// (NOPERM: the gateway's user may not name the key, or run INCRBY) or no
+// server, the module never lets a request pass as if it had been decided:
+// with $throttle_fail_open unset or off it answers 503, with on it lets
+// the request through, and it logs the error either way. Lease mode asks
+// on the key's first request; two-layer decides locally until a sync has
+// failed, and fails closed from then on.
+func TestNginxQuotaFailure(t *testing.T) {
+	bin := nginxLook(t)
+	erring, dead := gatewayStores(t, quotaPass)
+	stores := []struct {
+		name, addr string
+		lease, two string // the error logged, lease and two-layer
+	}{
+		{"error reply", erring.Addr(),
+			"QUOTA.LEASE: NOPERM this user has no permissions to access one of the keys used as arguments",
+			"NOPERM this user has no permissions to run the 'incrby' command"},
+		{"unreachable", dead, "connect: connection refused", "connect: connection refused"},
+	}
+	for _, store := range stores {
+		for _, failOpen := range []string{"", "off", "on"} {
+			t.Run(store.name+"/fail_open="+failOpen, func(t *testing.T) {
+				gw := quotaStart(t, bin, store.addr, true, nil)
+				status, log := 503, "(failing closed: 503)"
+				if failOpen == "on" {
+					status, log = 200, "(failing open: request let through)"
+				}
+				key := "q:fail:" + failOpen
+				const n = 10
+				before := gatewayCount(gw.errors(), "throttled_quota: "+store.lease, log)
+				lease := quotaRun(t, []*nginxServer{gw}, quotaReq{key: key, limit: "FWC 5 60", batch: "2", failOpen: failOpen}, n, 1)
+				if lease.status[status] != n {
+					t.Errorf("lease: got %v, want %d x %d", lease.status, n, status)
+				}
+				if got := gatewayCount(gw.errors(), "throttled_quota: "+store.lease, log) - before; got != n {
+					t.Errorf("lease: %d log lines with %q and %q, want %d", got, store.lease, log, n)
+				}
+
+				// Two-layer: decided locally (the limit of 5 holds), until
+				// a sync fails.
+				q := quotaReq{key: key, limit: "FWC 5 60", mode: "two-layer", failOpen: failOpen}
+				if got := quotaRun(t, []*nginxServer{gw}, q, 7, 1).status; got[200] != 5 || got[429] != 2 {
+					t.Errorf("two-layer before a sync: got %v, want 5 admitted and 2 refused", got)
+				}
+				if r := nginxGet(t, gw.url+"/sync"); !strings.Contains(r.body, store.two) {
+					t.Errorf("/sync: %q, want the error %q", r.body, store.two)
+				}
+				want := 503
+				if failOpen == "on" {
+					want = 429 // still the local count's decision
+				}
+				if got := quotaRun(t, []*nginxServer{gw}, q, 3, 1).status; got[want] != 3 {
+					t.Errorf("two-layer after a failed sync: got %v, want 3 x %d", got, want)
+				}
+			})
+		}
+	}
 }
