@@ -463,3 +463,74 @@ func TestNginxQuotaFailure(t *testing.T) {
 		}
 	}
 }
+
+// TestNginxQuotaExample runs examples/openresty's nginx.conf (a master and
+// two workers; only the ports changed) as the user its README makes for
+// /lease/ and /local/, and checks what the README says: /lease/ admits the
+// client's 100 a minute exactly and then answers 429 with Retry-After and
+// the headers, and stopping nginx returns what it held; /local/ counts
+// here and its timer sends the count within a second or so.
+func TestNginxQuotaExample(t *testing.T) {
+	bin := nginxLook(t)
+	const userPass = "quota-pw"
+	node, admin := quotaNode(t)
+	admin.want(t, "+OK\r\n", gatewayRecipe(t, "../examples/openresty/README.md", "openresty-quota", userPass)...)
+	listen, upstream := nginxFreeAddr(t), nginxFreeAddr(t)
+	gw := nginxStart(t, bin, listen, nginxConfig{
+		conf:   "../examples/openresty/nginx.conf",
+		lua:    "../examples/openresty/lua",
+		subst:  map[string]string{"127.0.0.1:8080": listen, "127.0.0.1:8081": upstream},
+		env:    append(gatewayEnv(t, node.Addr()), "THROTTLED_USERNAME=openresty-quota", "THROTTLED_PASSWORD="+userPass),
+		master: true,
+	})
+	// The node's clock stands 20 s into a minute: 40 s to the window's end.
+	r := nginxGet(t, gw.url+"/lease/hello", "X-API-Key", "alice")
+	got := fmt.Sprintf("%d %q %q %q %q %q", r.status, r.header.Get("RateLimit-Policy"), r.header.Get("RateLimit"),
+		r.header.Get("X-RateLimit-Limit"), r.header.Get("X-RateLimit-Remaining"), r.body)
+	if want := fmt.Sprintf("200 %q %q %q %q %q", `"lease";q=100;w=60`, `"lease";r=99;t=40`, "100", "99", "hello from the upstream: /lease/hello\n"); got != want {
+		t.Errorf("first /lease/ request: got %s, want %s", got, want)
+	}
+	admitted := 1
+	for range 110 {
+		r := nginxGet(t, gw.url+"/lease/hello", "X-API-Key", "alice")
+		switch {
+		case r.status == 200:
+			admitted++
+		case r.status != 429:
+			t.Fatalf("status %d: %q", r.status, r.body)
+		case r.header.Get("Retry-After") != "40" || r.header.Get("RateLimit") != `"lease";r=0;t=40`:
+			t.Errorf("429: Retry-After %q RateLimit %q, want 40 and %q", r.header.Get("Retry-After"), r.header.Get("RateLimit"), `"lease";r=0;t=40`)
+		}
+	}
+	if admitted != 100 {
+		t.Errorf("/lease/ admitted %d, want 100", admitted)
+	}
+
+	for i := range 3 {
+		r := nginxGet(t, gw.url+"/local/hello", "X-API-Key", "alice")
+		if r.status != 200 || r.header.Get("X-RateLimit-Remaining") != strconv.Itoa(99-i) || r.header.Get("RateLimit-Policy") != `"local";q=100;w=60` {
+			t.Errorf("/local/ request %d: %d remaining %q policy %q", i, r.status, r.header.Get("X-RateLimit-Remaining"), r.header.Get("RateLimit-Policy"))
+		}
+	}
+	testwait.For(t, 10*time.Second, "the sync of /local/'s 3", func() bool { return twoLayerCount(t, admin, "local:alice") == 3 })
+	// PEXPIREAT was applied too: the counter expires (TTL from nginx's
+	// clock, far past the node's debug clock).
+	keys := strings.Split(admin.do(t, "KEYS", "local:alice:*"), "\r\n")
+	if ttl := admin.do(t, "PTTL", keys[2]); !strings.HasPrefix(ttl, ":") || strings.HasPrefix(ttl, ":-") {
+		t.Errorf("PTTL %s: %q, want an expiry", keys[2], ttl)
+	}
+
+	// bob uses 3 of a batch of 10: stopping nginx returns the other 7.
+	for range 3 {
+		if r := nginxGet(t, gw.url+"/lease/hello", "X-API-Key", "bob"); r.status != 200 {
+			t.Errorf("bob: %d", r.status)
+		}
+	}
+	gw.stop(t)
+	if got := fwcCount(t, admin, "lease:alice", 60); got != 100 {
+		t.Errorf("store counts %d for lease:alice, want 100", got)
+	}
+	if got := fwcCount(t, admin, "lease:bob", 60); got != 3 {
+		t.Errorf("store counts %d for lease:bob, want 3 (10 leased, 7 returned)", got)
+	}
+}

@@ -559,6 +559,11 @@ local function sync(d)
     elseif res and not err then
       err = "INCRBY " .. s.ck .. ": " .. tostring(type(total) == "table" and total[2] or total)
     end
+    local expiry = res and res[2 * i]
+    if type(expiry) == "table" and not err then
+      -- sent, but the counter would never expire: an error all the same
+      err = "PEXPIREAT " .. s.ck .. ": " .. tostring(expiry[2])
+    end
     d:lpush("t:active", s.ck)
   end
   if err then
