@@ -1,8 +1,13 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
+	"io/fs"
 	"os"
 	"os/exec"
+	"path"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -31,6 +36,65 @@ func TestDockerfile_GoVersion(t *testing.T) {
 	if string(got[1]) != string(want[1]) {
 		t.Errorf("Dockerfile builds with Go %s, go.mod asks for %s", got[1], want[1])
 	}
+}
+
+// TestDockerignore: what git ignores stays out of the Docker build context
+// too (a walkthrough's TLS keys and ACL file, data folders, node_modules):
+// each line of every .gitignore has its pattern in .dockerignore, written as
+// Docker reads it (from the context root; git's patterns without a slash
+// match at any depth, which Docker spells **/).
+func TestDockerignore(t *testing.T) {
+	docker, err := os.ReadFile("../../.dockerignore")
+	if err != nil {
+		t.Fatal(err)
+	}
+	have := map[string]bool{}
+	for _, line := range ignoreLines(docker) {
+		have[line] = true
+	}
+	err = filepath.WalkDir("../..", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() && (d.Name() == ".git" || d.Name() == "node_modules") {
+			return err
+		}
+		if d.Name() != ".gitignore" {
+			return nil
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		dir, _ := filepath.Rel("../..", filepath.Dir(p))
+		for _, line := range ignoreLines(data) {
+			if strings.HasPrefix(line, "!") {
+				t.Errorf("%s: %q: a negated pattern is not translated; write .dockerignore's by hand and teach this test", p, line)
+				continue
+			}
+			pattern := strings.TrimSuffix(line, "/")
+			if !strings.Contains(pattern, "/") {
+				pattern = "**/" + pattern
+			}
+			want := path.Join(filepath.ToSlash(dir), strings.TrimPrefix(pattern, "/"))
+			if !have[want] {
+				t.Errorf("%s ignores %q; .dockerignore lacks %q", p, line, want)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// ignoreLines returns an ignore file's patterns: its lines without comments
+// and blank lines.
+func ignoreLines(data []byte) []string {
+	var lines []string
+	for sc := bufio.NewScanner(bytes.NewReader(data)); sc.Scan(); {
+		if line := strings.TrimSpace(sc.Text()); line != "" && !strings.HasPrefix(line, "#") {
+			lines = append(lines, line)
+		}
+	}
+	return lines
 }
 
 // TestDockerImage builds the Dockerfile and runs the image as its header
