@@ -7,6 +7,7 @@ package harness
 
 import (
 	"context"
+	"debug/buildinfo"
 	"errors"
 	"flag"
 	"fmt"
@@ -386,4 +387,19 @@ func cpuOver(ctx context.Context, pids []int, window time.Duration) (time.Durati
 	}
 	after, err := cpu()
 	return after - before, err
+}
+
+// GoVersion is the Go release that built the binary bin, "(throttled
+// binary)", or the runner's own when bin cannot be read, "(runner)".
+func GoVersion(bin string) string {
+	if bi, err := buildinfo.ReadFile(bin); err == nil {
+		return bi.GoVersion + " (throttled binary)"
+	}
+	return runtime.Version() + " (runner)"
+}
+
+// Footer writes a report's last line: how long the run took since began
+// and the load average at its end.
+func Footer(w io.Writer, began time.Time) {
+	fmt.Fprintf(w, "\nWhole run: %s. Load average at the end: %s.\n", time.Since(began).Round(time.Second), LoadAvg())
 }
