@@ -1,6 +1,6 @@
 // Package harness holds what the benchmark programs (bench/compare,
-// bench/persist, bench/accuracy, bench/raft, bench/crdt, bench/policy)
-// share: building and starting the throttled binary, loading a Lua script, pinning processes to CPUs, describing the
+// bench/persist, bench/accuracy, bench/raft, bench/crdt, bench/policy,
+// bench/lease) share: building and starting the throttled binary, loading a Lua script, pinning processes to CPUs, describing the
 // machine and its load, waiting for servers to go idle, and the small
 // statistics and number formats of their reports.
 package harness
