@@ -326,3 +326,48 @@ func TestFailModes(t *testing.T) {
 		t.Fatalf("two-layer fail closed: %+v %v", r, err)
 	}
 }
+
+// TestWindowAgrees: a tier's Window (the RateLimit-Policy w) is the same
+// whether the store's THROTTLE.POLICY reports it or a limiter decides
+// locally, for every algorithm: the time the limit spans, a bucket's
+// refill time from empty (cl: (burst+1) x period / count). The store used
+// to report a cl or tb tier's period (w=2 for q=3 refilling one unit
+// every 2 s, three times the rate).
+func TestWindowAgrees(t *testing.T) {
+	_, rdb := store(t)
+	ctx := context.Background()
+	tiers := []policy.Tier{
+		{Algorithm: policy.GCRA, Burst: 2, Count: 1, Period: 2000},
+		{Algorithm: policy.TB, Burst: 10, Count: 2, Period: 1000},
+		{Algorithm: policy.LB, Burst: 6, Count: 3, Period: 500},
+		{Algorithm: policy.FWC, Limit: 5, Period: 60_000},
+	}
+	want := []time.Duration{6 * time.Second, 5 * time.Second, time.Second, time.Minute}
+	if err := rdb.Do(ctx, "POLICY", "SET", "{id: w, path: /w, tiers: [{algorithm: cl, burst: 2, count: 1, period: 2s}, "+
+		"{algorithm: tb, capacity: 10, refill: 2, period: 1s}, {algorithm: lb, capacity: 6, leak: 3, period: 500ms}, "+
+		"{algorithm: fwc, limit: 5, window: 1m}]}").Err(); err != nil {
+		t.Fatal(err)
+	}
+	ps, err := client.NewPolicies(client.PoliciesConfig{Client: rdb, Fail: client.FailClosed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	remote, err := ps.Decide(ctx, client.PolicyRequest{Method: "GET", Target: "/w", Principal: "p"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, tr := range tiers {
+		mode := client.PerRequest
+		if tr.Algorithm == policy.FWC { // a local decision: two-layer mode is fwc's alone
+			mode = client.TwoLayer
+		}
+		l := newLimiter(t, client.Config{Client: rdb, Tiers: []policy.Tier{tr}, Mode: mode})
+		local, err := l.Decide(ctx, fmt.Sprint("w", i), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(remote.Tiers) != len(tiers) || remote.Tiers[i].Window != want[i] || local.Tiers[0].Window != want[i] {
+			t.Errorf("%s: THROTTLE.POLICY's window %v, the limiter's %v, want %v", tr.Algorithm, remote.Tiers[i].Window, local.Tiers[0].Window, want[i])
+		}
+	}
+}

@@ -20,7 +20,10 @@
 //     QUOTA.RETURN; the next batch is leased in the background before the
 //     current one runs out, so only a key's first request waits for the
 //     store. Never over the limit: the store counted every unit before it
-//     was spent.
+//     was spent. Config.Share sizes the batches as a static percentage of
+//     what remains or from the holder's recent use; Config.Lazy makes the
+//     leases lazy (charged what they used at their return: no early
+//     refusals, over the limit by at most instances x BatchSize).
 //
 // The API reads like golang.org/x/time/rate, with a key and a context:
 // Allow, Decide (AllowN with the full Result), Reserve and Wait.

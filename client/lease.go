@@ -10,22 +10,26 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/throttleddb/throttled/policy"
 )
 
 // leases is Lease mode: per key, a batch of units leased from the store
-// with QUOTA.LEASE (eager: charged at the grant), spent locally, and the
+// with QUOTA.LEASE (eager: charged at the grant; lazy: charged what it
+// used at its return), sized by Config.Share, spent locally, and the
 // next batch leased in the background when the current one runs low, so
 // that a request waits for the store only when there is no batch at all
 // (the key's first request, or after the store refused). A spent or
 // expired batch is ended with QUOTA.RETURN of what was used: the store
-// credits the rest back.
+// credits the rest back (eager) or charges what was used (lazy).
 type leases struct {
 	rdb       redis.UniversalClient
 	t         tier
 	want      int64
 	ttl       time.Duration
-	holder    string
-	refreshAt int64
+	refreshAt int64 // 0: half of each grant
+	opts      []any // QUOTA.LEASE's options after want: HOLDER, TTL, SHARE, LAZY
+	lazy      bool
 	now       func() time.Time
 
 	mu     sync.Mutex
@@ -52,6 +56,7 @@ type batch struct {
 	id            string
 	granted, used int64
 	expires       time.Time // locally: a margin before the store's TTL
+	settled       bool      // lazy: reported as spent in full already; nothing to return
 }
 
 func (b *batch) left() int64 { return b.granted - b.used }
@@ -75,12 +80,26 @@ func newLeases(cfg Config, ts []tier) (*leases, error) {
 		host, _ := os.Hostname()
 		holder = fmt.Sprintf("%s:%d", host, os.Getpid())
 	}
-	refreshAt := cfg.RefreshAt
-	if refreshAt == 0 {
-		refreshAt = (cfg.BatchSize + 1) / 2
+	if cfg.RefreshAt < 0 {
+		return nil, errors.New("client: RefreshAt is negative")
 	}
-	return &leases{rdb: cfg.Client, t: ts[0], want: cfg.BatchSize, ttl: ttl, holder: holder,
-		refreshAt: refreshAt, now: cfg.Now, keys: map[string]*leaseKey{}}, nil
+	opts := []any{"HOLDER", holder, "TTL", ttl.Milliseconds()}
+	switch {
+	case cfg.Share == ShareDynamic:
+		opts = append(opts, "SHARE", "DYNAMIC")
+	case cfg.Share >= 1 && cfg.Share <= 100:
+		opts = append(opts, "SHARE", cfg.Share)
+	case cfg.Share != 0:
+		return nil, fmt.Errorf("client: Share %d is not a percentage (1..100) nor ShareDynamic", cfg.Share)
+	}
+	if cfg.Lazy {
+		if ts[0].Algorithm == policy.SWL {
+			return nil, errors.New("client: lazy leases are not for swl (its log cannot hold units past its limit)")
+		}
+		opts = append(opts, "LAZY")
+	}
+	return &leases{rdb: cfg.Client, t: ts[0], want: cfg.BatchSize, ttl: ttl, refreshAt: cfg.RefreshAt,
+		opts: opts, lazy: cfg.Lazy, now: cfg.Now, keys: map[string]*leaseKey{}}, nil
 }
 
 // decide admits n units from key's batch. It waits for the store only when
@@ -108,7 +127,7 @@ func (ls *leases) decide(ctx context.Context, key string, n int64) (Result, erro
 		}
 		if k.cur != nil && k.cur.left() >= n {
 			k.cur.used += n
-			if k.cur.left() <= ls.refreshAt && k.next == nil && k.inflight == nil && !now.Before(k.emptyUntil) {
+			if k.cur.left() <= ls.refreshPoint(k.cur) && k.next == nil && k.inflight == nil && !now.Before(k.emptyUntil) {
 				ls.leaseAsync(key, k)
 			}
 			return ls.result(k, now, true, -1), nil
@@ -137,7 +156,7 @@ func (ls *leases) decide(ctx context.Context, key string, n int64) (Result, erro
 			continue
 		}
 		k.inflight = make(chan struct{})
-		b, err := ls.lease(ctx, key, k, max(ls.want, n))
+		b, err := ls.lease(ctx, key, k, max(ls.want, n), nil)
 		if err != nil {
 			return Result{}, err
 		}
@@ -153,6 +172,15 @@ func (ls *leases) decide(ctx context.Context, key string, n int64) (Result, erro
 		}
 		k.cur = b
 	}
+}
+
+// refreshPoint is how few units left in b start the lease of the next
+// batch: Config.RefreshAt, or half of b's grant.
+func (ls *leases) refreshPoint(b *batch) int64 {
+	if ls.refreshAt > 0 {
+		return ls.refreshAt
+	}
+	return (b.granted + 1) / 2
 }
 
 // sweepEvery is how many decisions pass between sweeps of idle keys.
@@ -178,14 +206,21 @@ func (ls *leases) sweep(now time.Time) {
 }
 
 // result is the Result of a decision from k's state: the store's
-// remaining at the last grant plus what the batches still hold.
+// remaining at the last grant plus what the eager batches still hold (a
+// lazy grant charged nothing: what its batch used comes off instead,
+// until it is settled).
 func (ls *leases) result(k *leaseKey, now time.Time, allowed bool, retry time.Duration) Result {
 	left := k.remaining
 	for _, b := range []*batch{k.cur, k.next} {
-		if b != nil {
+		switch {
+		case b == nil:
+		case ls.lazy && !b.settled:
+			left -= b.used
+		default:
 			left += b.left()
 		}
 	}
+	left = max(left, 0)
 	st := TierState{Algorithm: ls.t.Algorithm, Limited: !allowed, Limit: k.limit, Remaining: min(left, k.limit),
 		RetryAfter: retry, ResetAfter: max(k.resetAt.Sub(now), 0), Window: ls.t.window}
 	return combine([]TierState{st}, 0)
@@ -193,8 +228,22 @@ func (ls *leases) result(k *leaseKey, now time.Time, allowed bool, retry time.Du
 
 // leaseAsync leases k's next batch in the background. It marks the lease
 // in flight at once, so no other is started before it runs.
+//
+// A lazy limiter settles the current batch in the same round trip: it
+// reports it spent in full (QUOTA.RETURN id granted) just before asking
+// for the next, so its last units are charged before they are used, and
+// the store sizes the next grant knowing them. So an instance has at most
+// one batch out that the store has not charged, which is what keeps lazy
+// leases within instances x BatchSize over the limit (with the next batch
+// leased while the current one was still uncharged, it would be twice
+// that). The price: the settled units a key leaves unused stay charged.
 func (ls *leases) leaseAsync(key string, k *leaseKey) {
 	k.inflight = make(chan struct{})
+	var settle *batch
+	if ls.lazy {
+		settle = k.cur
+		settle.settled = true
+	}
 	ls.wg.Add(1)
 	go func() {
 		defer ls.wg.Done()
@@ -202,7 +251,7 @@ func (ls *leases) leaseAsync(key string, k *leaseKey) {
 		defer cancel()
 		ls.mu.Lock()
 		defer ls.mu.Unlock()
-		b, err := ls.lease(ctx, key, k, ls.want)
+		b, err := ls.lease(ctx, key, k, ls.want, settle)
 		switch {
 		case err != nil || b == nil: // left to the request path
 		case ls.closed:
@@ -217,15 +266,22 @@ func (ls *leases) leaseAsync(key string, k *leaseKey) {
 // entry and exit (released during the call). The caller has set
 // k.inflight, so that no other lease of the key is asked for meanwhile;
 // lease closes it when done. A refusal (nothing granted) sets
-// k.emptyUntil and returns no batch.
-func (ls *leases) lease(ctx context.Context, key string, k *leaseKey, want int64) (*batch, error) {
+// k.emptyUntil and returns no batch. A settle batch (lazy) is returned as
+// spent in full in the same pipeline, before the lease.
+func (ls *leases) lease(ctx context.Context, key string, k *leaseKey, want int64, settle *batch) (*batch, error) {
 	defer func() { close(k.inflight); k.inflight = nil }()
 	pos, opts, _ := ls.t.params()
 	args := append(append(append([]any{"QUOTA.LEASE", key, strings.ToUpper(ls.t.Algorithm)}, pos...), want), opts...)
-	args = append(args, "HOLDER", ls.holder, "TTL", ls.ttl.Milliseconds())
+	args = append(args, ls.opts...)
 	ls.mu.Unlock()
 	start := ls.now()
-	v, err := ls.rdb.Do(ctx, args...).Slice()
+	pipe := ls.rdb.Pipeline()
+	if settle != nil {
+		pipe.Do(ctx, "QUOTA.RETURN", settle.id, settle.granted) // its error is the lease's concern only
+	}
+	cmd := pipe.Do(ctx, args...)
+	_, _ = pipe.Exec(ctx)
+	v, err := cmd.Slice()
 	ls.mu.Lock()
 	if err != nil {
 		return nil, err
@@ -257,9 +313,13 @@ func (ls *leases) lease(ctx context.Context, key string, k *leaseKey, want int64
 }
 
 // end returns b with what it used, in the background: the store credits
-// the rest. A return that fails leaves the rest charged (the lease counts
-// as spent at its TTL): never over the limit.
+// the rest (lazy: charges what it used). A return that fails leaves the
+// whole grant charged (the lease counts as spent at its TTL): never over
+// the limit.
 func (ls *leases) end(b *batch) {
+	if b.settled {
+		return
+	}
 	ls.wg.Add(1)
 	go func() {
 		defer ls.wg.Done()

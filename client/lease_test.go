@@ -163,3 +163,100 @@ func TestLeaseIdleKeys(t *testing.T) {
 		t.Errorf("churn7: the store counted %d, want 1", used)
 	}
 }
+
+// TestLeaseLazyBound: three instances take turns on one key, first
+// with eager leases, then lazy ones. Eager ones never admit more than the
+// limit; lazy ones do (each of the three is granted a batch before any is
+// charged), but by at most instances x BatchSize. Then six goroutines
+// hammer three lazy instances: still within the bound.
+func TestLeaseLazyBound(t *testing.T) {
+	_, rdb := store(t)
+	ctx := context.Background()
+	const limit, batch, instances = 15, 10, 3
+	tr := policy.Tier{Algorithm: policy.FWC, Limit: limit, Period: 3_600_000}
+	gateways := func(lazy bool) []*client.Limiter {
+		var ls []*client.Limiter
+		for i := range instances {
+			ls = append(ls, newLimiter(t, client.Config{Client: pool(t, rdb.Options().Addr), Tiers: []policy.Tier{tr},
+				Mode: client.Lease, BatchSize: batch, Lazy: lazy, Holder: fmt.Sprint("gw", i), Fail: client.FailClosed}))
+		}
+		return ls
+	}
+	for _, lazy := range []bool{false, true} {
+		key := fmt.Sprint("turns:", lazy)
+		ls := gateways(lazy)
+		admitted := 0
+		for range 40 {
+			for _, l := range ls {
+				r, err := l.Decide(ctx, key, 1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if r.Allowed {
+					admitted++
+				}
+			}
+		}
+		t.Logf("lazy %v: admitted %d of %d", lazy, admitted, limit)
+		switch {
+		case !lazy && admitted > limit:
+			t.Errorf("eager leases admitted %d, over the limit %d", admitted, limit)
+		case lazy && (admitted <= limit || admitted > limit+instances*batch):
+			t.Errorf("lazy leases admitted %d: want over the limit %d, by at most %d", admitted, limit, instances*batch)
+		}
+	}
+	ls := gateways(true)
+	admitted := hammer(6, 100, func(w int) bool {
+		r, err := ls[w%instances].Decide(ctx, "hammer", 1)
+		if err != nil {
+			t.Error(err)
+		}
+		return r.Allowed
+	})
+	if admitted > limit+instances*batch || admitted < limit {
+		t.Errorf("lazy leases under contention admitted %d: want %d..%d", admitted, limit, limit+instances*batch)
+	}
+	for _, l := range ls {
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Every unit admitted was charged at the returns: the window is spent.
+	if used := storeUsed(t, rdb, "hammer", tr); used != limit {
+		t.Errorf("the store counted %d of %d after the lazy returns", used, limit)
+	}
+}
+
+// TestLeaseShare: Config.Share sizes the grants as QUOTA.LEASE's SHARE
+// does: a static percentage of what remains, or half of it for a holder
+// without history (dynamic); out-of-range shares and lazy swl are refused.
+func TestLeaseShare(t *testing.T) {
+	_, rdb := store(t)
+	ctx := context.Background()
+	tr := policy.Tier{Algorithm: policy.FWC, Limit: 100, Period: 3_600_000}
+	for _, tc := range []struct {
+		share int
+		want  int64 // the first grant: charged at once (eager)
+	}{{0, 80}, {10, 10}, {50, 50}, {client.ShareDynamic, 50}} {
+		key := fmt.Sprint("share:", tc.share)
+		l := newLimiter(t, client.Config{Client: rdb, Tiers: []policy.Tier{tr}, Mode: client.Lease, BatchSize: 80, Share: tc.share})
+		if !l.Allow(ctx, key) {
+			t.Fatalf("share %d: the first request was refused", tc.share)
+		}
+		if used := storeUsed(t, rdb, key, tr); used != tc.want {
+			t.Errorf("share %d: the first grant charged %d, want %d", tc.share, used, tc.want)
+		}
+	}
+	for _, cfg := range []client.Config{
+		{Share: 101}, {Share: -2},
+		{Lazy: true, Tiers: []policy.Tier{{Algorithm: policy.SWL, Limit: 10, Period: 1000}}},
+	} {
+		cfg.Client, cfg.Mode, cfg.BatchSize = rdb, client.Lease, 10
+		if cfg.Tiers == nil {
+			cfg.Tiers = []policy.Tier{tr}
+		}
+		if _, err := client.New(cfg); err == nil {
+			t.Errorf("New(%+v) accepted", cfg)
+		}
+	}
+}

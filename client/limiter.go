@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/throttleddb/throttled/internal/sleep"
 	"github.com/throttleddb/throttled/policy"
 )
 
@@ -24,8 +25,8 @@ const (
 	TwoLayer
 	// Lease spends batches leased with QUOTA.LEASE (charged at the grant)
 	// and returns what is left with QUOTA.RETURN; the next batch is leased
-	// before the current one runs out. Exact, one store call per batch.
-	// One tier.
+	// before the current one runs out. Exact (eager leases; see
+	// Config.Lazy), one store call per batch. One tier.
 	Lease
 )
 
@@ -58,11 +59,25 @@ type Config struct {
 	// grants at most what remains); LeaseTTL how long a lease lives
 	// (default 10 s; a batch is not used past 4/5 of it); Holder names this
 	// instance to the store (default host:pid); RefreshAt is how few units
-	// left in a batch start the lease of the next (default half a batch).
+	// left in a batch start the lease of the next (default half of the
+	// batch's grant).
 	BatchSize int64
 	LeaseTTL  time.Duration
 	Holder    string
 	RefreshAt int64
+	// Share sizes a Lease limiter's grants (QUOTA.LEASE's SHARE): 0 asks
+	// for BatchSize; 1..100 for at most that percentage of what the limit
+	// has left (the study's static share, e.g. 50); ShareDynamic for twice
+	// what this holder used per lease lately (half of what is left before
+	// it has a history). The grant is never more than BatchSize nor than
+	// what remains.
+	Share int
+	// Lazy makes a Lease limiter's leases lazy (QUOTA.LEASE's LAZY): a
+	// grant charges nothing, and the store charges what the batch used
+	// when it is returned. Over the limit by at most instances x
+	// BatchSize per window, in exchange for never refusing early while
+	// batches are out. Not for swl tiers.
+	Lazy bool
 	// Fail is the FailMode; FailOpen by default.
 	Fail FailMode
 	// Fallback are the fallback limiter's tiers (fwc, swl, swc, tb or lb),
@@ -79,6 +94,10 @@ type Config struct {
 	// fallback limiter); time.Now by default.
 	Now func() time.Time
 }
+
+// ShareDynamic is Config.Share for a grant sized from the holder's recent
+// use (QUOTA.LEASE ... SHARE DYNAMIC).
+const ShareDynamic = -1
 
 // Result is one decision: the deciding tier's state after it (when
 // refused, the refusing tier with the longest RetryAfter; when allowed, the
@@ -264,26 +283,11 @@ func (l *Limiter) WaitN(ctx context.Context, key string, n int64) error {
 		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
 			return fmt.Errorf("client: waiting %v would exceed the context's deadline", wait)
 		}
-		if err := sleep(ctx, wait); err != nil {
+		if err := sleep.For(ctx, wait); err != nil {
 			return err
 		}
 		if r.Allowed {
 			return nil
 		}
-	}
-}
-
-// sleep waits for d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
 	}
 }

@@ -42,17 +42,10 @@ func buildTiers(ts []policy.Tier) ([]tier, error) {
 	return out, nil
 }
 
-// windowOf is the time a tier's limit spans: a window's length, or the
-// time a bucket takes to refill from empty.
+// windowOf is the time a tier's limit spans (policy.Tier.Window, the
+// RateLimit-Policy w that THROTTLE.POLICY answers too).
 func windowOf(t policy.Tier) time.Duration {
-	ms := t.Period
-	switch t.Algorithm {
-	case policy.GCRA:
-		ms = (t.Burst + 1) * t.Period / t.Count
-	case policy.TB, policy.LB:
-		ms = t.Burst * t.Period / t.Count
-	}
-	return time.Duration(ms) * time.Millisecond
+	return time.Duration(t.Window()) * time.Millisecond
 }
 
 // tierKey is the store key of tier i (0-based) for the caller's key.

@@ -817,14 +817,14 @@ func writePolicyReply(c *Ctx, p *policy.Policy, endpoint string, limits []limit,
 }
 
 // writeTier writes a tier's algorithm, limit, remaining, reset_ms,
-// retry_after_ms and window_ms.
+// retry_after_ms and window_ms (a bucket's refill time: policy.Tier.Window).
 func writeTier(c *Ctx, t *policy.Tier, l *limit) {
 	c.W.BulkString(t.Algorithm)
 	c.W.Int(l.res.Limit)
 	c.W.Int(l.res.Remaining)
 	c.W.Int(ms(l.res.ResetAfter))
 	c.W.Int(ms(l.res.RetryAfter))
-	c.W.Int(t.Period)
+	c.W.Int(t.Window())
 }
 
 // ms is a duration in ns in the reply's milliseconds, rounded up; -1

@@ -11,7 +11,7 @@ import (
 // Telemetry for clients that share one quota (package telemetry; the AATB
 // strategy of client/retry reports to it):
 //
-//	TELEMETRY.REPORT group client sent got429 [OMEGA ms] [RATE count period-ms | POLICY id]
+//	TELEMETRY.REPORT group client sent got429 [OMEGA ms] [RATE count period-ms | POLICY id] [RESERVE ms]
 //	TELEMETRY.GET group
 //
 // Both answer the group's aggregate over its last omega:
@@ -19,7 +19,10 @@ import (
 // period ms], the rate being -1 -1 while the group is tied to no limit. A
 // group is tied to a limit by RATE (the client states it) or POLICY (the
 // slowest tier of that policy in the store, read at each report, so it
-// follows POLICY SET).
+// follows POLICY SET). RESERVE also reserves the group's next free slot at
+// or after ms from now, the slots one interval of the rate apart, and adds
+// a sixth element: ms until the reserved slot (client/retry's Hinted waits
+// for it, so that clients of a saturated limit come back one at a time).
 //
 // The aggregator is the node's own, in memory, outside the keyspace: the
 // commands are neither logged nor replicated, never persisted, and never
@@ -39,11 +42,16 @@ type telemetryState struct {
 const (
 	errTelemetryFull = "ERR telemetry is full: too many groups, or clients in this group"
 	errTelemetryName = "ERR telemetry group and client names are 1 to 256 bytes"
-	errTelemetryArg  = "ERR sent, got429, OMEGA and RATE must be non-negative integers, OMEGA and RATE positive"
+	errTelemetryArg  = "ERR sent, got429, OMEGA, RATE and RESERVE must be non-negative integers, OMEGA and RATE positive, RESERVE at most a day"
 	errNoPolicy      = "ERR no such policy"
+	errTelemetryRate = "ERR RESERVE needs the group tied to a rate: RATE or POLICY"
 )
 
-// TELEMETRY.REPORT group client sent got429 [OMEGA ms] [RATE count period-ms | POLICY id]
+// maxReserveAfter bounds RESERVE's ms (a day), so that the slot's instant
+// stays far from overflowing.
+const maxReserveAfter = 86_400_000
+
+// TELEMETRY.REPORT group client sent got429 [OMEGA ms] [RATE count period-ms | POLICY id] [RESERVE ms]
 func telemetryReport(c *Ctx) {
 	args := c.Args
 	r := telemetry.Report{Group: string(args[1]), Client: string(args[2])}
@@ -86,6 +94,14 @@ func telemetryReport(c *Ctx) {
 			}
 			r.Rate, tied = policyRate(p), true
 			i += 2
+		case is(args[i], "RESERVE") && i+1 < len(args) && !r.Reserve:
+			ms, ok := parseInt(args[i+1])
+			if !ok || ms < 0 || ms > maxReserveAfter {
+				c.W.Error(errTelemetryArg)
+				return
+			}
+			r.Reserve, r.After = true, ms*1e6
+			i += 2
 		default:
 			c.W.Error(errSyntax)
 			return
@@ -98,10 +114,15 @@ func telemetryReport(c *Ctx) {
 	switch {
 	case errors.Is(err, telemetry.ErrFull):
 		c.W.Error(errTelemetryFull)
+	case errors.Is(err, telemetry.ErrNoRate):
+		c.W.Error(errTelemetryRate)
 	case err != nil:
 		c.W.Error(errTelemetryArg)
+	case r.Reserve:
+		writeAggregate(c, agg, 6)
+		c.W.Int((agg.Slot + 999_999) / 1e6) // ms, rounded up: never early
 	default:
-		writeAggregate(c, agg)
+		writeAggregate(c, agg, 5)
 	}
 }
 
@@ -111,15 +132,16 @@ func telemetryGet(c *Ctx) {
 	t.mu.Lock()
 	agg, _ := t.agg.Get(c.Tx.Now(), string(c.Args[1]))
 	t.mu.Unlock()
-	writeAggregate(c, agg)
+	writeAggregate(c, agg, 5)
 }
 
-func writeAggregate(c *Ctx, agg telemetry.Aggregate) {
+// writeAggregate writes agg's five elements as the head of an array of n.
+func writeAggregate(c *Ctx, agg telemetry.Aggregate, n int) {
 	count, period := int64(-1), int64(-1)
 	if agg.Rate != (telemetry.Rate{}) {
 		count, period = agg.Rate.Count, agg.Rate.Period/1e6
 	}
-	c.W.Array(5)
+	c.W.Array(n)
 	c.W.Int(agg.Active)
 	c.W.Int(agg.Total)
 	c.W.Int(agg.Clients429)

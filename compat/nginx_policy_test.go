@@ -43,7 +43,7 @@ func testNginxPolicy(t *testing.T, bin string, start e2eStart) {
 	before := admin.calls(t)
 
 	const (
-		items   = `"items.1";q=3;w=2, "items.2";q=5;w=60`
+		items   = `"items.1";q=3;w=6, "items.2";q=5;w=60`
 		unknown = `"unknown.1";q=1;w=1`
 	)
 	steps := []struct {
@@ -187,7 +187,7 @@ func TestNginxKongPolicy(t *testing.T) {
 		ngx := kongPolicyStart(t, bin, map[string]string{}, append(gatewayEnv(t, node.Addr()), "THROTTLED_PASSWORD="+userPass)...)
 		before := admin.calls(t)
 
-		const items = `"items.1";q=3;w=2, "items.2";q=5;w=60`
+		const items = `"items.1";q=3;w=6, "items.2";q=5;w=60`
 		limitedBody := `{"message":"API rate limit exceeded"}` + "\n"
 		for i, s := range []struct {
 			headers []string

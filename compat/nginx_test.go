@@ -80,12 +80,41 @@ type nginxConfig struct {
 	// errorsExpected: the test reads the error log itself (errors), which
 	// then need not be free of errors.
 	errorsExpected bool
+	// master runs nginx with its master process and the workers that conf
+	// asks for, instead of one process.
+	master bool
 }
 
 // nginxServer is a running nginx.
 type nginxServer struct {
-	url string // http://127.0.0.1:port
-	dir string // its prefix: error.log is there
+	url  string // http://127.0.0.1:port
+	dir  string // its prefix: error.log is there
+	cmd  *exec.Cmd
+	done chan struct{} // closed when nginx has exited
+}
+
+// stop stops nginx gracefully (SIGQUIT: finish requests, run the Lua
+// timers' exit work, then exit) and waits for it.
+func (s *nginxServer) stop(t *testing.T) {
+	t.Helper()
+	_ = s.cmd.Process.Signal(syscall.SIGQUIT)
+	select {
+	case <-s.done:
+	case <-time.After(5 * time.Second):
+		_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
+		<-s.done
+		t.Errorf("nginx did not exit within 5s of SIGQUIT; killed")
+	}
+}
+
+// kill9 kills nginx, its master and every worker, with SIGKILL (nginx runs
+// in a process group of its own), as a crash would, and waits for it.
+func (s *nginxServer) kill9(t *testing.T) {
+	t.Helper()
+	if err := syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL); err != nil {
+		t.Fatalf("kill -9 nginx: %v", err)
+	}
+	<-s.done
 }
 
 // nginxErrorLevels are the error log levels a test looks for.
@@ -146,8 +175,16 @@ func nginxStart(t *testing.T, bin, listen string, cfg nginxConfig) *nginxServer 
 		}
 	}
 
-	cmd := exec.Command(bin, "-p", dir+"/", "-c", confPath, "-e", "stderr",
-		"-g", "daemon off; master_process off;")
+	global := "daemon off; master_process off;"
+	if cfg.master {
+		global = "daemon off;"
+		if os.Geteuid() == 0 {
+			// Workers of a root master run as nobody, who may not read
+			// the test's temp dir.
+			global += " user root;"
+		}
+	}
+	cmd := exec.Command(bin, "-p", dir+"/", "-c", confPath, "-e", "stderr", "-g", global)
 	cmd.Env = append(os.Environ(), cfg.env...)
 	var out e2eOutput
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -160,20 +197,13 @@ func nginxStart(t *testing.T, bin, listen string, cfg nginxConfig) *nginxServer 
 		_ = cmd.Wait()
 		close(done)
 	}()
-	srv := &nginxServer{url: "http://" + listen, dir: dir}
+	srv := &nginxServer{url: "http://" + listen, dir: dir, cmd: cmd, done: done}
 	errorLog := func() string {
 		b, _ := os.ReadFile(filepath.Join(dir, "error.log"))
 		return string(b)
 	}
 	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGQUIT) // graceful: finish requests, then exit
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-			t.Errorf("nginx did not exit within 5s of SIGQUIT; killed")
-		}
+		srv.stop(t) // returns at once when the test stopped it
 		if !cfg.errorsExpected {
 			for _, line := range srv.errors() {
 				t.Errorf("nginx error log: %s", line)

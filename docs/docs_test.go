@@ -1,7 +1,8 @@
 // Package docs_test checks the documentation against the code and itself:
 // every flag the server defines has a row in configuration.md, and every
 // relative link and #anchor in the Markdown pages resolves, so moving a
-// section or adding a flag cannot leave the docs behind unnoticed.
+// section or adding a flag cannot leave the docs behind unnoticed; and the
+// repository carries no binaries.
 package docs_test
 
 import (

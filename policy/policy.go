@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"slices"
 	"strings"
 
@@ -213,6 +214,33 @@ func isToken(s string) bool {
 		}
 	}
 	return true
+}
+
+// Window is the time in milliseconds the tier's limit spans, the `w` of
+// the IETF RateLimit-Policy field that goes with the limit as its `q`: a
+// window's length (fwc, swl, swc), or the time a bucket takes to refill
+// from empty (cl: (Burst+1) x Period / Count, its limit being Burst+1; tb,
+// lb: Burst x Period / Count). So q/w is the sustained rate, and a reset
+// never exceeds w. Saturates at MaxInt64.
+func (t Tier) Window() int64 {
+	var units int64
+	switch t.Algorithm {
+	case GCRA:
+		units = t.Burst + 1
+	case TB, LB:
+		units = t.Burst
+	default:
+		return t.Period
+	}
+	if t.Count <= 0 || units < 0 || t.Period < 0 {
+		return t.Period // not a valid tier: Validate says so
+	}
+	hi, lo := bits.Mul64(uint64(units), uint64(t.Period))
+	if hi >= uint64(t.Count) {
+		return math.MaxInt64
+	}
+	q, _ := bits.Div64(hi, lo, uint64(t.Count))
+	return int64(min(q, math.MaxInt64))
 }
 
 // Validate checks the tier's parameters as its command would.

@@ -219,7 +219,7 @@ func (s *Server) expired(now int64, kill []*Conn) []*Conn {
 			kill = append(kill, c)
 			continue
 		}
-		out := c.mem.Output.Load()
+		out := c.mem.Output.Load() + c.mem.writing.Load()
 		switch {
 		case lim.Output.Soft <= 0 || out <= lim.Output.Soft:
 			c.softSince = 0
@@ -239,6 +239,11 @@ func (s *Server) expired(now int64, kill []*Conn) []*Conn {
 // a round that changed nothing stores nothing.
 type connMem struct {
 	QueryBuf, QueryBufFree, ReadBuf, ArgvMem, ReplyBuf, ReplyPeak, Output, Held, Total atomic.Int64
+	// writing is the bytes of a write in flight (goroutine per
+	// connection), begun at writeSince (Server.tick): Output does not
+	// count them, so that a look from another connection right after the
+	// client got its reply does not see them as still waiting.
+	writing, writeSince atomic.Int64
 
 	last ConnMem // owner's
 	// peak is the most bytes W held since peakSince (Server.tick), for
@@ -252,7 +257,20 @@ func (c *Conn) Mem() ConnMem {
 	m := &c.mem
 	return ConnMem{QueryBuf: m.QueryBuf.Load(), QueryBufFree: m.QueryBufFree.Load(), ReadBuf: m.ReadBuf.Load(),
 		ArgvMem: m.ArgvMem.Load(), ReplyBuf: m.ReplyBuf.Load(), ReplyPeak: m.ReplyPeak.Load(),
-		Output: m.Output.Load(), Held: m.Held.Load(), Total: m.Total.Load()}
+		Output: m.Output.Load() + c.blockedWrite(), Held: m.Held.Load(), Total: m.Total.Load()}
+}
+
+// blockedWrite returns the bytes of c's write in flight if it has been
+// blocked for two cron periods or more (the client reads nothing), else
+// 0: a write the socket takes at once is done before anyone could see it
+// pending, however the goroutines interleave.
+func (c *Conn) blockedWrite() int64 {
+	m := &c.mem
+	w := m.writing.Load()
+	if w == 0 || c.srv == nil || c.srv.tick.Load()-m.writeSince.Load() < int64(2*cronEvery) {
+		return 0
+	}
+	return w
 }
 
 // memNow returns what c holds now, with unsent bytes of W not yet taken by

@@ -158,6 +158,24 @@ func TestLimits_OutputSoft(t *testing.T) {
 	})
 }
 
+// TestLimits_OutputAfterReply: a reply the client has received is never
+// shown as still waiting (omem), however soon another connection looks:
+// a write the socket took at once is not a blocked one. It looked in 1
+// round of 30 with TLS before.
+func TestLimits_OutputAfterReply(t *testing.T) {
+	eachMode(t, func(t *testing.T, set func(*Server)) {
+		s, addr := start(t, newTestHandler(), set)
+		c := dial(t, addr)
+		for i := range 3000 {
+			c.send("BIG 100")
+			c.expect(strings.Repeat("x", 100))
+			if out := memOf(t, s).Output; out != 0 {
+				t.Fatalf("round %d: omem %d after the reply was read", i, out)
+			}
+		}
+	})
+}
+
 // TestLimits_IdleBuffers: an event loop gives back the read buffer of a
 // connection idle for trimAfter; its next request is served as usual.
 func TestLimits_IdleBuffers(t *testing.T) {

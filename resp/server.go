@@ -617,15 +617,18 @@ func (c *Conn) flush() error {
 	if c.overLimit(len(c.W.b)) {
 		err = errOutputLimit
 	}
-	// Published before the write, which blocks while the client reads
-	// nothing: the cron then sees what waits and applies the soft limit.
-	c.publish(len(c.W.b))
+	// The write blocks while the client reads nothing: the cron then sees
+	// what waits (writing) and applies the soft limit.
+	c.publish(0)
+	c.mem.writeSince.Store(c.srv.tick.Load())
+	c.mem.writing.Store(int64(len(c.W.b)))
 	if sy, ok := c.srv.h.(Syncer); ok && err == nil {
 		err = sy.BeforeReply(c)
 	}
 	if err == nil {
 		_, err = c.nc.Write(c.W.b)
 	}
+	c.mem.writing.Store(0)
 	c.written()
 	if err != nil {
 		c.abort()

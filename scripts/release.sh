@@ -14,7 +14,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-version="${VERSION:-$(sed -n 's/^[[:space:]]*Version[[:space:]]*= "\(.*\)"$/\1/p' commands/server.go)}"
+# commands.Version is declared `var Version = "..."` (or inside a var block).
+version="${VERSION:-$(sed -n 's/^[[:space:]]*\(var[[:space:]]\{1,\}\)\{0,1\}Version[[:space:]]*=[[:space:]]*"\(.*\)"$/\2/p' commands/server.go)}"
 if [ -z "$version" ]; then
   echo "release: cannot read commands.Version from commands/server.go; set VERSION" >&2
   exit 1

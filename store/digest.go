@@ -46,10 +46,12 @@ func (t Tx) Digest(hidden func(Value) bool) [sha1.Size]byte {
 	var sum [sha1.Size]byte
 	d := newDigester()
 	for i := range t.s.shards {
-		for db, m := range t.s.shards[i].dbs {
-			for k, e := range m {
+		sh := &t.s.shards[i]
+		for db := range sh.dbs {
+			sh.each(db, 0, func(k []byte, r ref) bool {
+				e := r.get()
 				if t.expired(e) || (hidden != nil && hidden(e.value())) {
-					continue
+					return true
 				}
 				d.h.Reset()
 				d.buf = binary.BigEndian.AppendUint64(d.buf[:0], uint64(db))
@@ -64,7 +66,8 @@ func (t Tx) Digest(hidden func(Value) bool) [sha1.Size]byte {
 				for j, b := range d.value(e.value()) {
 					sum[j] ^= b
 				}
-			}
+				return true
+			})
 		}
 	}
 	return sum
@@ -75,8 +78,8 @@ func (t Tx) Digest(hidden func(Value) bool) [sha1.Size]byte {
 // all zeros when the key is missing or past its expiry, which it does not
 // remove. The key's shard must be locked.
 func (t Tx) DigestValue(db int, key []byte) [sha1.Size]byte {
-	e := t.shard(key).dbs[db][string(key)]
-	if e == nil || t.expired(e) {
+	e, ok := t.peek(db, key)
+	if !ok || t.expired(e) {
 		return [sha1.Size]byte{}
 	}
 	d := newDigester()

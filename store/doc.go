@@ -8,7 +8,7 @@
 // then works through a Tx, whose methods assume those locks are held. Shards
 // are always locked in ascending order, so commands that touch several keys
 // (MSET, DEL a b c, EXEC) cannot deadlock; keyspace-wide commands (FLUSHDB,
-// KEYS, SCAN, DBSIZE) lock every shard. A shard holds the maps of every
+// KEYS, SCAN, DBSIZE) lock every shard. A shard holds the tables of every
 // database, so a transaction that SELECTs another database still locks only
 // the shards its keys hash to.
 //
@@ -45,6 +45,15 @@
 // them as decimal text. Each rate-limit engine's state (package engines) has
 // its own Kind and is held as its encoded bytes, which the engine may update
 // in place while the key's shard is locked.
+//
+// # Tables
+//
+// Each database of a shard is a table (package store/internal/table): open
+// addressing over pointer-free 32-byte slots that hold a short name, an
+// integer value, the expiry and the access time inline, and longer names
+// and byte values in an arena of large chunks. The garbage collector has
+// nothing per key to scan, and a table grows by moving its keys a few at a
+// time on writes and on the sweeper's ticks, never all at once.
 //
 // # Digests
 //

@@ -2,6 +2,7 @@ package store
 
 import (
 	"errors"
+	"math/rand/v2"
 	"strings"
 )
 
@@ -102,15 +103,16 @@ func (s *Store) evictSome(sh *shard, nowMs int64, db int, keep []byte) {
 
 // victim is the best candidate an eviction round has seen.
 type victim struct {
-	db  int
-	key string
-	e   *entry
+	db int
+	r  ref
+	e  entry
+	ok bool
 }
 
 // better reports whether e is a better victim than v under policy p.
-func (v *victim) better(e *entry, p EvictionPolicy) bool {
+func (v *victim) better(e entry, p EvictionPolicy) bool {
 	switch {
-	case v.e == nil:
+	case !v.ok:
 		return true
 	case p == AllKeysLRU:
 		return e.atime < v.e.atime
@@ -128,34 +130,38 @@ func (v *victim) better(e *entry, p EvictionPolicy) bool {
 func (s *Store) evictOne(sh *shard, nowMs int64, keepDB int, keep []byte) bool {
 	var best victim
 	p := s.EvictionPolicy()
-	seen := 0
-	for db, m := range sh.dbs[:s.dbs] { // never the system database
-		// Map iteration starts at a random place, which makes this a sample.
-		for k, e := range m {
-			if db == keepDB && k == string(keep) {
-				continue
-			}
-			if Expired(e.expireMs, nowMs) {
-				s.expiredKeys.Add(1)
-				s.remove(sh, db, []byte(k), e)
+	seen, expired := 0, false
+	for db := range sh.dbs[:s.dbs] { // never the system database
+		// Starting at a random slot makes this a sample.
+		sh.each(db, rand.Uint64(), func(k []byte, r ref) bool {
+			if db == keepDB && string(k) == string(keep) {
 				return true
 			}
+			e := r.get()
+			if Expired(e.expireMs, nowMs) {
+				s.expiredKeys.Add(1)
+				s.remove(sh, db, k, r)
+				expired = true
+				return false
+			}
 			if best.better(e, p) {
-				best = victim{db, k, e}
+				best = victim{db, r, e, true}
 			}
-			if seen++; seen == evictSample {
-				break
-			}
+			seen++
+			return seen < evictSample
+		})
+		if expired {
+			return true
 		}
 		if seen == evictSample {
 			break
 		}
 	}
-	if best.e == nil {
+	if !best.ok {
 		return false
 	}
 	s.evictedKeys.Add(1)
-	s.remove(sh, best.db, []byte(best.key), best.e)
+	s.remove(sh, best.db, best.r.tab.Key(best.r.p), best.r)
 	return true
 }
 

@@ -49,8 +49,9 @@ func (s *Store) Restore(db int, key []byte, v Value, expireMs int64) {
 	prev := s.mode
 	s.mode = modeRestore
 	t := s.Tx(0)
-	sh := t.shard(key)
-	t.put(sh, db, key, t.lookup(sh, db, key), v, expireMs)
+	sh, h := t.shardHash(key)
+	r, ok := t.lookup(sh, db, key, h)
+	t.put(sh, db, key, h, r, ok, v, expireMs)
 	s.mode = prev
 }
 
@@ -69,27 +70,28 @@ func (s *Store) Replay(now int64, fn func(Tx)) {
 // the log are being loaded.
 func (s *Store) evicting() bool { return s.mode == modeOff || s.mode == modeTrack }
 
-// written records that key's entry e was written.
-func (s *Store) written(db int, key []byte, e *entry) {
+// written records that key, at r, was written.
+func (s *Store) written(db int, key []byte, r ref) {
 	switch s.mode {
 	case modeTrack:
-		e.flags |= flagDirty
+		e := r.get()
+		r.tab.SetFlags(r.p, uint8(e.flags|flagDirty))
 		s.journal.Set(s.WireDB(db), key, e.value(), e.expireMs)
 	case modeRestore:
-		e.flags = flagSaved
+		r.tab.SetFlags(r.p, uint8(flagSaved))
 	case modeReplay:
 		// The saved copy may hold an older value; assuming it does costs
 		// at most a needless deletion later.
-		e.flags = flagSaved | flagDirty
+		r.tab.SetFlags(r.p, uint8(flagSaved|flagDirty))
 	}
 }
 
-// removed records that key's entry e left the store.
-func (s *Store) removed(sh *shard, db int, key []byte, e *entry) {
+// removed records that key, whose flags were f, left the store.
+func (s *Store) removed(sh *shard, db int, key []byte, f flags) {
 	if s.mode == modeOff {
 		return
 	}
-	if e.flags&flagSaved != 0 {
+	if f&flagSaved != 0 {
 		sh.gone = append(sh.gone, dbKey{db, string(key)})
 		s.gone.Add(1)
 	}
@@ -167,19 +169,20 @@ func (s *Store) collectShard(sh *shard, c Collector) {
 		clear(sh.gone)
 		sh.gone = sh.gone[:0]
 	}
-	for db, m := range sh.dbs {
+	for db := range sh.dbs {
 		if s.flushed[db] {
 			// db was flushed since this Collect began: the next
 			// Collect deletes its whole range from the saved copy
 			// first, so its keys stay dirty for that one to save.
 			continue
 		}
-		for k, e := range m {
-			if e.flags&flagDirty != 0 {
-				c.Changed(s.WireDB(db), k, e.value(), e.expireMs)
-				e.flags = flagSaved
+		sh.each(db, 0, func(k []byte, r ref) bool {
+			if e := r.get(); e.flags&flagDirty != 0 {
+				c.Changed(s.WireDB(db), string(k), e.value(), e.expireMs)
+				r.tab.SetFlags(r.p, uint8(flagSaved))
 			}
-		}
+			return true
+		})
 	}
 }
 

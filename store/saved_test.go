@@ -207,10 +207,13 @@ func checkOrder(t *testing.T, s *Store, c *spy) {
 func contents(s *Store) map[dbKey]string {
 	m := map[dbKey]string{}
 	for i := range s.shards {
-		for db, keys := range s.shards[i].dbs {
-			for k, e := range keys {
-				m[dbKey{db, k}] = vtext(e.value(), e.expireMs)
-			}
+		sh := &s.shards[i]
+		for db := range sh.dbs {
+			sh.each(db, 0, func(k []byte, r ref) bool {
+				e := r.get()
+				m[dbKey{db, string(k)}] = vtext(e.value(), e.expireMs)
+				return true
+			})
 		}
 	}
 	return m
@@ -298,12 +301,14 @@ func TestCollect_Off(t *testing.T) {
 		if len(s.shards[i].gone) != 0 {
 			t.Errorf("shard %d lists %d removed keys with no journal", i, len(s.shards[i].gone))
 		}
-		for db, m := range s.shards[i].dbs {
-			for k, e := range m {
-				if e.flags&flagDirty != 0 {
+		sh := &s.shards[i]
+		for db := range sh.dbs {
+			sh.each(db, 0, func(k []byte, r ref) bool {
+				if r.get().flags&flagDirty != 0 {
 					t.Errorf("%d %s flagged dirty with no journal", db, k)
 				}
-			}
+				return true
+			})
 		}
 	}
 }
@@ -759,13 +764,29 @@ func runModel(t *testing.T, seed uint64) {
 	}
 	r.setJournal()
 	s := r.s
-	entries := func() map[dbKey]*entry {
-		m := map[dbKey]*entry{}
+	// An entry is a key between two removals: its generation counts the
+	// journal's deletes of the key and flushes of its database.
+	gens, logged := map[dbKey]int{}, 0
+	entries := func() map[dbKey]int {
+		for _, l := range r.j.log[logged:] {
+			var db int
+			var k string
+			if n, _ := fmt.Sscanf(l, "del %d %s", &db, &k); n == 2 {
+				gens[dbKey{db, k}]++
+			} else if n, _ := fmt.Sscanf(l, "flush %d", &db); n == 1 {
+				gens[dbKey{db: db}]++
+			}
+		}
+		logged = len(r.j.log)
+		m := map[dbKey]int{}
 		for i := range s.shards {
-			for db, keys := range s.shards[i].dbs {
-				for k, e := range keys {
-					m[dbKey{db, k}] = e
-				}
+			sh := &s.shards[i]
+			for db := range sh.dbs {
+				sh.each(db, 0, func(k []byte, _ ref) bool {
+					dk := dbKey{db, string(k)}
+					m[dk] = gens[dk]<<20 | gens[dbKey{db: db}]
+					return true
+				})
 			}
 		}
 		return m
@@ -826,10 +847,10 @@ func runModel(t *testing.T, seed uint64) {
 		// An entry gone or replaced was removed: if it was saved, it is
 		// listed (a flush drops its database's entries unlisted).
 		for k, e := range prev {
-			if cur[k] == e {
+			if g, ok := cur[k]; ok && g == e {
 				continue
 			}
-			if saved[k] == e {
+			if g, ok := saved[k]; ok && g == e {
 				delete(saved, k)
 				if k.db != flushed {
 					gone++

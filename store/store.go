@@ -5,12 +5,14 @@ import (
 	"context"
 	"errors"
 	"hash/maphash"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/throttleddb/throttled/internal/pace"
+	"github.com/throttleddb/throttled/store/internal/table"
 )
 
 // Errors returned by the store.
@@ -122,55 +124,86 @@ func (s *Store) SetJournal(j Journal) {
 	s.wakeEvictor()
 }
 
-// entry is one key. Entries are held by pointer so that overwriting a live key
-// mutates it in place instead of re-inserting the key string into the map.
-// The fields of a Value are spelled out so that an entry takes 32 bytes: the
-// access time fits in the padding after the kind, and the bytes of the
-// byte-holding kinds sit behind a pointer, since most keys (counters, GCRA
-// TATs) are integers and would otherwise carry an empty 24-byte slice.
+// entry is a copy of one key's state, read from its shard's table
+// (package table), which holds every key of a database of a shard in
+// pointer-free slots: the collector scans nothing per key. b aliases the
+// table's memory and is valid while the shard is locked and the table
+// unchanged.
 type entry struct {
 	kind     Kind
-	flags    flags   // persistence bookkeeping (see saved.go)
-	atime    uint32  // last access in Unix seconds, for LRU eviction
-	n        int64   // KindInt's integer
-	expireMs int64   // Unix milliseconds; 0 means no expiry
-	b        *[]byte // the bytes of every other kind; nil for KindInt
+	flags    flags  // persistence bookkeeping (see saved.go)
+	atime    int64  // last access in Unix seconds, for LRU eviction
+	n        int64  // KindInt's integer
+	expireMs int64  // Unix milliseconds; 0 means no expiry
+	b        []byte // the bytes of every other kind; nil for KindInt
 }
 
-func (e *entry) value() Value {
-	v := Value{Kind: e.kind, Int: e.n}
-	if e.b != nil {
-		v.Bytes = *e.b
+func entryOf(e table.Entry) entry {
+	en := entry{kind: Kind(e.Kind), flags: flags(e.Flags), atime: e.Atime, n: e.Int, expireMs: e.ExpireMs}
+	if e.HasBytes {
+		en.b = e.Bytes
 	}
-	return v
+	return en
 }
 
-// EntryOverhead is what a key costs in memory besides its name and value:
-// the map slot (string header, pointer, control byte, and the free slots of a
-// map between growths), the 32-byte entry and the allocation rounding of the
-// key's copy. MaxMemory counts a key at EntryOverhead + len(key) + the cost
-// of its bytes (see bytesCost); measured on a million 14-byte integer keys
-// this is within 2% of the Go heap they take.
-const EntryOverhead = 88
+func (e entry) value() Value { return Value{Kind: e.kind, Int: e.n, Bytes: e.b} }
 
-// boxOverhead is the allocation that holds a byte value's slice header.
-const boxOverhead = 32
+// tableEntry is what the table holds for v with the rest of e.
+func tableEntry(v Value, e entry) table.Entry {
+	te := table.Entry{Kind: uint8(v.Kind), Flags: uint8(e.flags), Atime: e.atime, ExpireMs: e.expireMs}
+	if v.Kind == KindInt {
+		te.Int = v.Int
+	} else {
+		te.HasBytes, te.Bytes = true, v.Bytes
+	}
+	return te
+}
 
-// bytesCost is what the bytes of a value cost: nothing for an integer, else
-// their capacity and the box that holds them.
-func bytesCost(b *[]byte) int64 {
-	if b == nil {
+// ref is a key's place: its table and slot. It is valid until the table
+// takes a new key (Insert) or moves some (Step).
+type ref struct {
+	tab *table.Table
+	p   table.Pos
+}
+
+func (r ref) get() entry { return entryOf(r.tab.Get(r.p)) }
+
+// EntryOverhead is what a key costs in memory besides its name and value
+// in MaxMemory's accounting: its table slot, 32 bytes and a control byte,
+// at the 78% load a table averages between growths. A name of up to 15
+// bytes and an integer value cost nothing more (they are in the slot); see
+// recordCost for the rest. bench/memory measured RSS growth 2-7% above
+// this count on idle CL.THROTTLE, TB and FWC keys; a table that is moving
+// its keys to larger arrays holds both for a while (up to 80% more slots).
+const EntryOverhead = 42
+
+// inlineName is the longest name a slot holds itself.
+const inlineName = 15
+
+// recordCost is what n bytes held in a table's arena cost: n rounded up to
+// 8 bytes.
+func recordCost(n int) int64 { return int64((n + 7) &^ 7) }
+
+// bytesCost is what the bytes of a value cost: nothing for an integer.
+func bytesCost(e entry) int64 {
+	if e.kind == KindInt {
 		return 0
 	}
-	return boxOverhead + int64(cap(*b))
+	return recordCost(len(e.b))
 }
 
-func cost(key []byte, e *entry) int64 { return EntryOverhead + int64(len(key)) + bytesCost(e.b) }
+func cost(key []byte, e entry) int64 {
+	c := EntryOverhead + bytesCost(e)
+	if len(key) > inlineName {
+		c += recordCost(len(key))
+	}
+	return c
+}
 
 type shard struct {
 	mu sync.Mutex // guards everything below
-	// dbs holds one map per database, created on first write.
-	dbs []map[string]*entry
+	// dbs holds one table per database, created on first write.
+	dbs []*table.Table
 	// expires counts the keys with an expiry in each database.
 	expires []int
 	// memory is the accounted bytes of each database's keys.
@@ -180,6 +213,25 @@ type shard struct {
 	watchers map[dbKey][]watcher
 	// gone lists the saved keys removed since the last Collect (saved.go).
 	gone []dbKey
+}
+
+// each calls fn for every key of db in sh, expired or not, from the
+// from-th slot on (a random from samples), until fn returns false. fn may
+// remove the key it is given, nothing else.
+func (sh *shard) each(db int, from uint64, fn func(key []byte, r ref) bool) {
+	tab := sh.dbs[db]
+	if tab == nil {
+		return
+	}
+	tab.Range(from, func(p table.Pos) bool { return fn(tab.Key(p), ref{tab, p}) })
+}
+
+// len returns the number of keys of db in sh.
+func (sh *shard) len(db int) int {
+	if tab := sh.dbs[db]; tab != nil {
+		return tab.Len()
+	}
+	return 0
 }
 
 type dbKey struct {
@@ -204,7 +256,7 @@ func New(cfg Config) (*Store, error) {
 	s.policy.Store(uint32(cfg.EvictionPolicy))
 	s.SetLimits(cfg.MaxKeys, cfg.MaxMemory)
 	for i := range s.shards {
-		s.shards[i].dbs = make([]map[string]*entry, cfg.Databases+1)
+		s.shards[i].dbs = make([]*table.Table, cfg.Databases+1)
 		s.shards[i].expires = make([]int, cfg.Databases+1)
 		s.shards[i].memory = make([]int64, cfg.Databases+1)
 	}
@@ -370,13 +422,15 @@ func (s *Store) EachInShard(i int, now int64, fn func(db int, key string, v Valu
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	t := s.Tx(now)
-	for db, m := range sh.dbs {
-		for k, e := range m {
+	for db := range sh.dbs {
+		sh.each(db, 0, func(k []byte, r ref) bool {
+			e := r.get()
 			v := e.value()
-			if !t.expired(e) || s.Held(db, []byte(k), v) {
-				fn(db, k, v, e.expireMs)
+			if !t.expired(e) || s.Held(db, k, v) {
+				fn(db, string(k), v, e.expireMs)
 			}
-		}
+			return true
+		})
 	}
 }
 
@@ -408,7 +462,13 @@ func floorDiv(a, b int64) int64 {
 	return q
 }
 
-func (t Tx) shard(key []byte) *shard { return &t.s.shards[t.s.hash(key)&t.s.mask] }
+func (t Tx) shard(key []byte) *shard { sh, _ := t.shardHash(key); return sh }
+
+// shardHash returns key's shard and hash, which the shard's tables use too.
+func (t Tx) shardHash(key []byte) (*shard, uint64) {
+	h := t.s.hash(key)
+	return &t.s.shards[h&t.s.mask], h
+}
 
 // Expired reports whether a key whose expiry is expireMs (Unix ms, 0 for
 // none) is gone at nowMs: the key is there through its expiry millisecond
@@ -436,7 +496,7 @@ func keepable(expireMs int64) int64 {
 	return expireMs
 }
 
-func (t Tx) expired(e *entry) bool { return Expired(e.expireMs, t.nowMs) }
+func (t Tx) expired(e entry) bool { return Expired(e.expireMs, t.nowMs) }
 
 // SetHold has the store keep a merged state (KindMerged) past its expiry
 // while hold says so: a mesh node keeps a key whose own admissions have not
@@ -456,56 +516,68 @@ func (s *Store) Held(db int, key []byte, v Value) bool {
 // reads (ForEach, Scan, Digest) see of it depends on its expiry alone,
 // which every node derives alike from the same state, and not on what this
 // node still holds.
-func (t Tx) expire(sh *shard, db int, key []byte, e *entry) bool {
+func (t Tx) expire(sh *shard, db int, key []byte, r ref) bool {
+	e := r.get()
 	if !t.expired(e) {
 		return false
 	}
 	if t.s.Held(db, key, e.value()) {
 		return false
 	}
-	t.s.remove(sh, db, key, e)
+	t.s.remove(sh, db, key, r)
 	return true
 }
 
-// lookup returns the live entry for key, removing it first if it has expired.
-func (t Tx) lookup(sh *shard, db int, key []byte) *entry {
-	m := sh.dbs[db]
-	if m == nil {
-		return nil
+// lookup returns the place of key, whose hash is h, if it is live,
+// removing it first if it has expired.
+func (t Tx) lookup(sh *shard, db int, key []byte, h uint64) (ref, bool) {
+	r, ok := sh.find(db, key, h)
+	if !ok {
+		return ref{}, false
 	}
-	e := m[string(key)]
-	if e == nil {
-		return nil
-	}
-	if t.expire(sh, db, key, e) {
+	if t.expire(sh, db, key, r) {
 		t.s.expiredKeys.Add(1)
-		return nil
+		return ref{}, false
 	}
-	e.atime = uint32(t.nowMs / 1000)
-	return e
+	r.tab.Touch(r.p, t.nowMs/1000)
+	return r, true
 }
 
-// remove deletes an entry known to be in the map and tells watchers and the
-// journal.
-func (s *Store) remove(sh *shard, db int, key []byte, e *entry) {
+// find returns the place of key, whose hash is h, in db, expired or not.
+func (sh *shard) find(db int, key []byte, h uint64) (ref, bool) {
+	tab := sh.dbs[db]
+	if tab == nil {
+		return ref{}, false
+	}
+	p, ok := tab.Find(key, h)
+	return ref{tab, p}, ok
+}
+
+// remove deletes the key at r and tells watchers and the journal. key may
+// be the table's own copy (Table.Key): it is copied before the slot goes.
+func (s *Store) remove(sh *shard, db int, key []byte, r ref) {
+	e := r.get()
 	if e.expireMs != 0 {
 		sh.expires[db]--
 	}
 	s.account(sh, db, -1, -cost(key, e))
-	delete(sh.dbs[db], string(key))
+	if k := r.tab.Key(r.p); len(k) > 0 && len(key) > 0 && &k[0] == &key[0] {
+		key = append([]byte(nil), key...) // the slot's copy goes with it
+	}
+	r.tab.Delete(r.p)
 	sh.touch(db, key, true)
-	s.removed(sh, db, key, e)
+	s.removed(sh, db, key, e.flags)
 	if db == s.dbs && s.system != nil {
 		s.system(key, Value{}, false)
 	}
 }
 
-// changed tells watchers and the journal that e, key's entry, was written.
-func (s *Store) changed(sh *shard, db int, key []byte, e *entry) {
+// changed tells watchers and the journal that key, at r, was written.
+func (s *Store) changed(sh *shard, db int, key []byte, r ref) {
 	sh.touch(db, key, false)
-	s.written(db, key, e)
+	s.written(db, key, r)
 	if db == s.dbs && s.system != nil {
-		s.system(key, e.value(), true)
+		s.system(key, r.get().value(), true)
 	}
 }
 
@@ -520,46 +592,55 @@ func (s *Store) account(sh *shard, db int, keys, bytes int64) {
 	}
 }
 
-// setValue replaces e's value, keeping the memory accounting right.
-func (s *Store) setValue(sh *shard, db int, e *entry, v Value) {
-	old := bytesCost(e.b)
-	e.kind, e.n = v.Kind, v.Int
-	switch {
-	case v.Kind == KindInt:
-		e.b = nil
-	case e.b != nil:
-		*e.b = v.Bytes
-	default:
-		b := v.Bytes
-		e.b = &b
-	}
-	if d := bytesCost(e.b) - old; d != 0 {
+// setValue replaces the value at r with v and its expiry with expireMs,
+// keeping the memory accounting right.
+func (s *Store) setValue(sh *shard, db int, r ref, v Value, expireMs int64) {
+	e := r.get()
+	old := bytesCost(e)
+	e.expireMs = expireMs
+	r.tab.Set(r.p, tableEntry(v, e))
+	if d := bytesCost(entry{kind: v.Kind, b: v.Bytes}) - old; d != 0 {
 		s.account(sh, db, 0, d)
 	}
 }
 
+// peek returns key's entry, expired or not, without removing or touching
+// it, and whether the table holds it.
+func (t Tx) peek(db int, key []byte) (entry, bool) {
+	sh, h := t.shardHash(key)
+	r, ok := sh.find(db, key, h)
+	if !ok {
+		return entry{}, false
+	}
+	return r.get(), true
+}
+
 // Get returns the value of key and whether it exists.
 func (t Tx) Get(db int, key []byte) (Value, bool) {
-	e := t.lookup(t.shard(key), db, key)
-	if e == nil {
+	sh, h := t.shardHash(key)
+	r, ok := t.lookup(sh, db, key, h)
+	if !ok {
 		return Value{}, false
 	}
-	return e.value(), true
+	return r.get().value(), true
 }
 
 // Exists reports whether key exists.
 func (t Tx) Exists(db int, key []byte) bool {
-	return t.lookup(t.shard(key), db, key) != nil
+	sh, h := t.shardHash(key)
+	_, ok := t.lookup(sh, db, key, h)
+	return ok
 }
 
 // ExpireMs returns the key's expiry in Unix ms (0 when it has none) and
 // whether the key exists.
 func (t Tx) ExpireMs(db int, key []byte) (int64, bool) {
-	e := t.lookup(t.shard(key), db, key)
-	if e == nil {
+	sh, h := t.shardHash(key)
+	r, ok := t.lookup(sh, db, key, h)
+	if !ok {
 		return 0, false
 	}
-	return e.expireMs, true
+	return r.tab.ExpireMs(r.p), true
 }
 
 // Put stores v under key with expiry expireMs (Unix ms, 0 for none),
@@ -569,40 +650,45 @@ func (t Tx) ExpireMs(db int, key []byte) (int64, bool) {
 // the current millisecond has not passed. A merged state the store holds
 // past its expiry (SetHold) is stored all the same, as it would be kept.
 func (t Tx) Put(db int, key []byte, v Value, expireMs int64) {
-	sh := t.shard(key)
-	e := t.lookup(sh, db, key)
+	sh, h := t.shardHash(key)
+	r, ok := t.lookup(sh, db, key, h)
 	if Expired(expireMs, t.nowMs) && !t.s.Held(db, key, v) {
-		if e != nil {
-			t.s.remove(sh, db, key, e)
+		if ok {
+			t.s.remove(sh, db, key, r)
 		}
 		return
 	}
-	t.put(sh, db, key, e, v, expireMs)
+	t.put(sh, db, key, h, r, ok, v, expireMs)
 }
 
-// put stores v under key with expiry expireMs, whatever that expiry; e is
-// key's live entry or nil.
-func (t Tx) put(sh *shard, db int, key []byte, e *entry, v Value, expireMs int64) {
-	if e == nil {
-		m := sh.dbs[db]
-		if m == nil {
-			m = make(map[string]*entry)
-			sh.dbs[db] = m
+// put stores v under key, whose hash is h, with expiry expireMs, whatever
+// that expiry; r is key's place when ok (it is live), else it is new. The
+// table copies v.Bytes.
+func (t Tx) put(sh *shard, db int, key []byte, h uint64, r ref, ok bool, v Value, expireMs int64) {
+	if !ok {
+		tab := sh.dbs[db]
+		if tab == nil {
+			tab = table.New(t.s.hash)
+			sh.dbs[db] = tab
 		}
-		e = &entry{atime: uint32(t.nowMs / 1000)}
-		m[string(key)] = e
+		e := entry{atime: t.nowMs / 1000, expireMs: expireMs}
+		r = ref{tab, tab.Insert(key, h, tableEntry(v, e))}
+		e.kind, e.n, e.b = v.Kind, v.Int, v.Bytes
 		t.s.account(sh, db, 1, cost(key, e))
-	}
-	if (e.expireMs != 0) != (expireMs != 0) {
 		if expireMs != 0 {
 			sh.expires[db]++
-		} else {
-			sh.expires[db]--
 		}
+	} else {
+		if old := r.tab.ExpireMs(r.p); (old != 0) != (expireMs != 0) {
+			if expireMs != 0 {
+				sh.expires[db]++
+			} else {
+				sh.expires[db]--
+			}
+		}
+		t.s.setValue(sh, db, r, v, expireMs)
 	}
-	t.s.setValue(sh, db, e, v)
-	e.expireMs = expireMs
-	t.s.changed(sh, db, key, e)
+	t.s.changed(sh, db, key, r)
 	if t.s.evicting() && t.s.over() {
 		t.s.evictSome(sh, t.nowMs, db, key)
 	}
@@ -611,10 +697,10 @@ func (t Tx) put(sh *shard, db int, key []byte, e *entry, v Value, expireMs int64
 // PutKeepTTL stores v under key keeping the key's current expiry (none for a
 // new key). Like Put it takes ownership of v.Bytes.
 func (t Tx) PutKeepTTL(db int, key []byte, v Value) {
-	sh := t.shard(key)
-	if e := t.lookup(sh, db, key); e != nil {
-		t.s.setValue(sh, db, e, v)
-		t.s.changed(sh, db, key, e)
+	sh, h := t.shardHash(key)
+	if r, ok := t.lookup(sh, db, key, h); ok {
+		t.s.setValue(sh, db, r, v, r.tab.ExpireMs(r.p))
+		t.s.changed(sh, db, key, r)
 		return
 	}
 	t.Put(db, key, v, 0)
@@ -622,12 +708,12 @@ func (t Tx) PutKeepTTL(db int, key []byte, v Value) {
 
 // Delete removes key and reports whether it existed.
 func (t Tx) Delete(db int, key []byte) bool {
-	sh := t.shard(key)
-	e := t.lookup(sh, db, key)
-	if e == nil {
+	sh, h := t.shardHash(key)
+	r, ok := t.lookup(sh, db, key, h)
+	if !ok {
 		return false
 	}
-	t.s.remove(sh, db, key, e)
+	t.s.remove(sh, db, key, r)
 	return true
 }
 
@@ -637,24 +723,24 @@ func (t Tx) Delete(db int, key []byte) bool {
 // checkAlreadyExpired); writers that must keep a key through the current
 // millisecond use Put (see the package doc).
 func (t Tx) SetExpire(db int, key []byte, expireMs int64) bool {
-	sh := t.shard(key)
-	e := t.lookup(sh, db, key)
-	if e == nil {
+	sh, h := t.shardHash(key)
+	r, ok := t.lookup(sh, db, key, h)
+	if !ok {
 		return false
 	}
 	if expireMs != 0 && expireMs <= t.nowMs {
-		t.s.remove(sh, db, key, e)
+		t.s.remove(sh, db, key, r)
 		return true
 	}
-	if (e.expireMs != 0) != (expireMs != 0) {
+	if old := r.tab.ExpireMs(r.p); (old != 0) != (expireMs != 0) {
 		if expireMs != 0 {
 			sh.expires[db]++
 		} else {
 			sh.expires[db]--
 		}
 	}
-	e.expireMs = expireMs
-	t.s.changed(sh, db, key, e)
+	r.tab.SetExpire(r.p, expireMs)
+	t.s.changed(sh, db, key, r)
 	return true
 }
 
@@ -663,7 +749,7 @@ func (t Tx) SetExpire(db int, key []byte, expireMs int64) bool {
 func (t Tx) DBSize(db int) int {
 	n := 0
 	for i := range t.s.shards {
-		n += len(t.s.shards[i].dbs[db])
+		n += t.s.shards[i].len(db)
 	}
 	return n
 }
@@ -674,7 +760,7 @@ func (s *Store) Counts(db int) (keys, expires int) {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		keys += len(sh.dbs[db])
+		keys += sh.len(db)
 		expires += sh.expires[db]
 		sh.mu.Unlock()
 	}
@@ -686,11 +772,12 @@ func (t Tx) Flush(db int) {
 	for i := range t.s.shards {
 		sh := &t.s.shards[i]
 		if sh.watchers != nil {
-			for k := range sh.dbs[db] {
-				sh.touch(db, []byte(k), true)
-			}
+			sh.each(db, 0, func(k []byte, _ ref) bool {
+				sh.touch(db, k, true)
+				return true
+			})
 		}
-		t.s.account(sh, db, -int64(len(sh.dbs[db])), -sh.memory[db])
+		t.s.account(sh, db, -int64(sh.len(db)), -sh.memory[db])
 		sh.dbs[db] = nil
 		sh.expires[db] = 0
 	}
@@ -705,13 +792,15 @@ func (t Tx) Flush(db int) {
 // are valid only during the call.
 func (t Tx) ForEach(db int, fn func(key string, v Value, expireMs int64) bool) {
 	for i := range t.s.shards {
-		for k, e := range t.s.shards[i].dbs[db] {
-			if t.expired(e) {
-				continue
+		more := true
+		t.s.shards[i].each(db, 0, func(k []byte, r ref) bool {
+			if e := r.get(); !t.expired(e) {
+				more = fn(string(k), e.value(), e.expireMs)
 			}
-			if !fn(k, e.value(), e.expireMs) {
-				return
-			}
+			return more
+		})
+		if !more {
+			return
 		}
 	}
 }
@@ -721,7 +810,7 @@ func (t Tx) ForEach(db int, fn func(key string, v Value, expireMs int64) bool) {
 // whole scan is returned at least once, as SCAN guarantees.
 //
 // The cursor names a shard (high 32 bits) and a position in that shard's keys
-// ordered by a 32-bit hash (low 32 bits). Each call visits one shard's map,
+// ordered by a 32-bit hash (low 32 bits). Each call visits one shard's table,
 // which keeps a call's cost bounded by the shard size rather than the keyspace.
 func (t Tx) Scan(db int, cursor uint64, count int, fn func(key string, v Value)) uint64 {
 	si := cursor >> 32
@@ -732,18 +821,19 @@ func (t Tx) Scan(db int, cursor uint64, count int, fn func(key string, v Value))
 	type hk struct {
 		h uint32
 		k string
-		e *entry
+		e entry
 	}
 	var picked []hk
 	// Visit shards until count keys are found, like Redis returning about
 	// COUNT elements per call.
 	for ; si < uint64(len(t.s.shards)) && count > 0; si, from = si+1, 0 {
 		picked = picked[:0]
-		for k, e := range t.s.shards[si].dbs[db] {
-			if h := uint32(maphash.String(t.s.seed, k) >> 32); h >= from {
-				picked = append(picked, hk{h, k, e})
+		t.s.shards[si].each(db, 0, func(k []byte, r ref) bool {
+			if h := uint32(t.s.hash(k) >> 32); h >= from {
+				picked = append(picked, hk{h, string(k), r.get()})
 			}
-		}
+			return true
+		})
 		slices.SortFunc(picked, func(a, b hk) int { return cmp.Compare(a.h, b.h) })
 		// Take count keys, plus every key sharing the last taken hash, so the
 		// next call can start strictly after that hash.
@@ -783,21 +873,17 @@ func (s *Store) SampleExpire(shardIdx int, now int64, rounds int) int {
 	for db := range sh.dbs {
 		for r := 0; r < rounds && sh.expires[db] > 0; r++ {
 			seen, gone, visited := 0, 0, 0
-			// Map iteration starts at a random place, which makes this a sample.
-			for k, e := range sh.dbs[db] {
+			// Starting at a random slot makes this a sample.
+			sh.each(db, rand.Uint64(), func(k []byte, at ref) bool {
 				visited++
-				if e.expireMs != 0 {
+				if exp := at.tab.ExpireMs(at.p); exp != 0 {
 					seen++
-					// Only a key that has expired needs its bytes:
-					// converting every sampled one allocated for each.
-					if t.expired(e) && t.expire(sh, db, []byte(k), e) {
+					if Expired(exp, t.nowMs) && t.expire(sh, db, k, at) {
 						gone++
 					}
 				}
-				if seen == sample || visited == 4*sample {
-					break
-				}
-			}
+				return seen < sample && visited < 4*sample
+			})
 			removed += gone
 			if gone*4 <= seen || seen == 0 {
 				break
@@ -839,8 +925,31 @@ func (s *Store) Sweep(ctx context.Context, now func() int64) {
 			removed := 0
 			for i := range s.shards {
 				removed += s.SampleExpire(i, at, 16)
+				if s.stepTables(i, at) {
+					removed++ // a rehash or compaction under way: come back soon
+				}
 			}
 			t.Reset(p.Next(removed > 0))
 		}
 	}
+}
+
+// tableStep is how many slots each table of a shard moves per sweep while
+// it rehashes (Table.Step): a few microseconds under the shard's lock,
+// enough for a table whose owner writes little to finish soon.
+const tableStep = 1024
+
+// stepTables moves the rehashes of shard i's tables along, and starts the
+// ones their deleted keys or the clock, at now (Unix ns), call for. It
+// reports whether one has work left.
+func (s *Store) stepTables(i int, now int64) (busy bool) {
+	sh := &s.shards[i]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	for _, tab := range sh.dbs {
+		if tab != nil && tab.Step(tableStep, floorDiv(now, 1e9)) {
+			busy = true
+		}
+	}
+	return busy
 }

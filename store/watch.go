@@ -68,7 +68,7 @@ func (t Tx) Watch(w *Watch, db int, key []byte) {
 		sh.watchers = make(map[dbKey][]watcher)
 	}
 	live, expired := false, false
-	if e := sh.dbs[db][k.key]; e != nil {
+	if e, ok := t.peek(db, key); ok {
 		live, expired = !t.expired(e), t.expired(e)
 	}
 	sh.watchers[k] = append(sh.watchers[k], watcher{w: w, expired: expired})
@@ -110,8 +110,7 @@ func (t Tx) WatchExpired(w *Watch) bool {
 		if !k.live {
 			continue
 		}
-		e := t.s.shards[t.s.ShardOf([]byte(k.key))].dbs[k.db][k.key]
-		if e != nil && t.expired(e) {
+		if e, ok := t.peek(k.db, []byte(k.key)); ok && t.expired(e) {
 			return true
 		}
 	}

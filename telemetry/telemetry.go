@@ -17,6 +17,7 @@ package telemetry
 
 import (
 	"errors"
+	"math"
 	"math/big"
 )
 
@@ -35,8 +36,11 @@ var (
 	// ErrFull is returned when a new group or client would pass a cap.
 	ErrFull = errors.New("telemetry: too many groups or clients")
 	// ErrInvalid is returned for a negative count, a zero or negative
-	// omega or a rate that is not positive.
+	// omega, a rate that is not positive or a negative After.
 	ErrInvalid = errors.New("telemetry: invalid report")
+	// ErrNoRate is returned for a reservation in a group tied to no rate:
+	// the rate is what spaces the slots.
+	ErrNoRate = errors.New("telemetry: a reservation needs the group tied to a rate")
 )
 
 // Limits cap what an Aggregator keeps. Zero fields take the defaults.
@@ -63,6 +67,10 @@ type Report struct {
 	// Rate ties the group to a limit's rate when not zero; the group keeps
 	// the latest one it was given.
 	Rate Rate
+	// Reserve asks for the group's next free slot at or after After ns
+	// from now (see Aggregator.Report).
+	Reserve bool
+	After   int64
 }
 
 // Aggregate is a group's state over its last omega, as a report's answer.
@@ -75,6 +83,9 @@ type Aggregate struct {
 	Clients429 int64
 	// Rate is the rate of the limit the group is tied to (zero: none).
 	Rate Rate
+	// Slot is, for a report that reserved, how long from now (ns) until
+	// the reserved slot; 0 otherwise.
+	Slot int64
 }
 
 // entry is one kept report.
@@ -92,6 +103,9 @@ type group struct {
 	rate    Rate
 	last    int64
 	clients map[string]*client
+	// next is the earliest instant the next reservation may get: the last
+	// slot given plus one interval of the rate.
+	next int64
 }
 
 // Aggregator holds the groups of one node.
@@ -112,12 +126,23 @@ func New(l Limits) *Aggregator {
 }
 
 // Report records r at instant now and answers the group's aggregate,
-// this report included. A refused report (ErrFull, ErrInvalid) changes
-// nothing.
+// this report included. A refused report (ErrFull, ErrInvalid, ErrNoRate)
+// changes nothing.
+//
+// A report with Reserve also reserves a slot: the later of now + After and
+// the group's next free slot, after which the next free slot is one
+// interval of the group's rate (its period over its count) later. Clients
+// of a saturated limit that each wait for a slot before sending come back
+// one interval apart, as the limit gives back requests, instead of all at
+// the same retry_after (a thundering herd). The answer's Slot says how long
+// until the reserved one.
 func (a *Aggregator) Report(now int64, r Report) (Aggregate, error) {
 	if r.Sent < 0 || r.Got429 < 0 || r.Omega < 0 || r.Rate.Count < 0 || r.Rate.Period < 0 ||
-		(r.Rate.Count == 0) != (r.Rate.Period == 0) {
+		(r.Rate.Count == 0) != (r.Rate.Period == 0) || r.After < 0 {
 		return Aggregate{}, ErrInvalid
+	}
+	if r.Reserve && r.Rate == (Rate{}) && (a.groups[r.Group] == nil || a.groups[r.Group].rate == (Rate{})) {
+		return Aggregate{}, ErrNoRate
 	}
 	if r.Omega == 0 {
 		r.Omega = DefaultOmega
@@ -154,7 +179,21 @@ func (a *Aggregator) Report(now int64, r Report) (Aggregate, error) {
 	now = max(now, c.last, g.last) // a clock step back never reorders reports
 	c.add(entry{at: now, sent: r.Sent, got429: r.Got429}, now-g.omega)
 	c.last, g.last = now, now
-	return g.aggregate(now), nil
+	agg := g.aggregate(now)
+	if r.Reserve {
+		agg.Slot = g.reserve(now, r.After)
+	}
+	return agg, nil
+}
+
+// reserve gives the slot at or after now+after and at or after g.next, and
+// returns how long from now it is. The interval is rounded up, so that
+// slots never come faster than the rate.
+func (g *group) reserve(now, after int64) int64 {
+	slot := max(now+after, g.next)
+	interval := (g.rate.Period + g.rate.Count - 1) / g.rate.Count
+	g.next = slot + min(interval, math.MaxInt64-slot) // a rate of one a century must not wrap
+	return slot - now
 }
 
 // Get answers group's aggregate at now without reporting; ok is false for

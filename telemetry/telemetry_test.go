@@ -117,3 +117,51 @@ func TestSlower(t *testing.T) {
 		}
 	}
 }
+
+// Reservations: the later of now + After and the group's next free slot,
+// the slots one interval of the rate apart; a group tied to no rate has
+// none, and the refused report adds nothing.
+func TestReport_Reserve(t *testing.T) {
+	a := New(Limits{})
+	rate := Rate{Count: 80, Period: 60 * s} // one every 750 ms
+	ms := int64(1e6)
+	steps := []struct {
+		at   int64
+		r    Report
+		slot int64
+	}{
+		{0, Report{Group: "g", Client: "a", Rate: rate, Reserve: true, After: 200 * ms}, 200 * ms},
+		{0, Report{Group: "g", Client: "b", Reserve: true}, 950 * ms},
+		{0, Report{Group: "g", Client: "c", Reserve: true, After: 3 * s}, 3 * s},
+		{s, Report{Group: "g", Client: "a", Reserve: true}, 2750 * ms},
+		// A report without RESERVE takes no slot.
+		{s, Report{Group: "g", Client: "b"}, 0},
+		{s, Report{Group: "g", Client: "b", Reserve: true}, 3500 * ms},
+		// Past the last slot: now.
+		{10 * s, Report{Group: "g", Client: "c", Reserve: true}, 0},
+	}
+	for i, st := range steps {
+		got, err := a.Report(st.at, st.r)
+		if err != nil || got.Slot != st.slot {
+			t.Fatalf("step %d: slot %v, %v; want %v", i, got.Slot, err, st.slot)
+		}
+	}
+	if _, err := a.Report(0, Report{Group: "h", Client: "a", Reserve: true}); !errors.Is(err, ErrNoRate) {
+		t.Fatalf("a reservation without a rate: %v, want ErrNoRate", err)
+	}
+	if _, ok := a.Get(0, "h"); ok {
+		t.Fatal("the refused reservation created its group")
+	}
+	if _, err := a.Report(0, Report{Group: "g", Client: "a", Reserve: true, After: -1}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("a negative After: %v, want ErrInvalid", err)
+	}
+	// A rate of one per 2^62 ns: the next slot saturates instead of wrapping
+	// round to a slot now.
+	slow := Rate{Count: 1, Period: 1 << 62}
+	for i := range 3 {
+		got, err := a.Report(1<<62, Report{Group: "slow", Client: "a", Rate: slow, Reserve: true})
+		if err != nil || (i == 0) != (got.Slot == 0) || got.Slot < 0 {
+			t.Fatalf("slow rate, reservation %d: slot %v, %v", i, got.Slot, err)
+		}
+	}
+}

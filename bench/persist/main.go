@@ -20,7 +20,6 @@ package main
 
 import (
 	"context"
-	"debug/buildinfo"
 	"errors"
 	"flag"
 	"fmt"
@@ -143,15 +142,12 @@ func (r *runner) main(ctx context.Context, stdout io.Writer) error {
 			return err
 		}
 	}
-	fmt.Fprintf(stdout, "\nWhole run: %s. Load average at the end: %s.\n", time.Since(began).Round(time.Second), harness.LoadAvg())
+	harness.Footer(stdout, began)
 	return nil
 }
 
 func (r *runner) writeHeader(ctx context.Context, w io.Writer) {
-	goVersion := runtime.Version() + " (runner)"
-	if bi, err := buildinfo.ReadFile(r.bin); err == nil {
-		goVersion = bi.GoVersion + " (throttled binary)"
-	}
+	goVersion := harness.GoVersion(r.bin)
 	fmt.Fprintf(w, "## Durability and memory: throttled vs redis-server\n\n")
 	fmt.Fprintf(w, "- Command: `%s`\n", strings.TrimSpace("go run ./bench/persist "+shellWords(r.cfg.argv)))
 	fmt.Fprintf(w, "- Date: %s\n", time.Now().UTC().Format("2006-01-02 15:04 MST"))

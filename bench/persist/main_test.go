@@ -34,13 +34,3 @@ func TestLoadTook(t *testing.T) {
 		}
 	}
 }
-
-func TestParseRSS(t *testing.T) {
-	got, err := parseRSS("Name:\tredis-server\nVmPeak:\t  100 kB\nVmRSS:\t    2048 kB\n")
-	if err != nil || got != 2048<<10 {
-		t.Errorf("parseRSS = %d, %v; want %d", got, err, 2048<<10)
-	}
-	if _, err := parseRSS("Name:\tx\n"); err == nil {
-		t.Error("parseRSS without VmRSS: want an error")
-	}
-}

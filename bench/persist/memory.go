@@ -6,7 +6,6 @@ import (
 	"github.com/throttleddb/throttled/bench/internal/harness"
 	"io"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -25,15 +24,6 @@ var fillParams = []string{"10", "1", "3600"}
 // fillBatch is how many calls go in one pipeline while filling.
 const fillBatch = 1000
 
-// RSS has settled when it stays within rssTolerance for rssQuiet; waiting
-// gives up after rssDeadline.
-const (
-	rssQuiet    = 2 * time.Second
-	rssDeadline = 60 * time.Second
-)
-
-func rssTolerance(rss int64) int64 { return max(1<<20, rss/200) } // 1 MiB or 0.5%
-
 // persistedServers are the servers the restart part stops and starts again.
 func (r *runner) persistedServers() []*server {
 	return []*server{
@@ -46,7 +36,7 @@ func (r *runner) persistedServers() []*server {
 type memResult struct {
 	s                   *server
 	idle, full          int64 // RSS in bytes, before and after filling
-	settled             bool  // full RSS stopped changing before rssDeadline
+	settled             bool  // full RSS stopped changing before harness.RSSDeadline
 	usedMemory, dataset int64 // INFO memory after filling
 	fill                time.Duration
 }
@@ -69,7 +59,7 @@ func (r *runner) memory(ctx context.Context, w io.Writer) ([]*server, error) {
 			return nil, err
 		}
 		var err error
-		if m.idle, _, err = settledRSS(ctx, s.p.Pid()); err != nil {
+		if m.idle, _, err = harness.SettledRSS(ctx, s.p.Pid()); err != nil {
 			return nil, err
 		}
 		if m.fill, err = r.fill(ctx, s); err != nil {
@@ -78,7 +68,7 @@ func (r *runner) memory(ctx context.Context, w io.Writer) ([]*server, error) {
 		if err := r.waitBackground(ctx, s); err != nil {
 			return nil, err
 		}
-		if m.full, m.settled, err = settledRSS(ctx, s.p.Pid()); err != nil {
+		if m.full, m.settled, err = harness.SettledRSS(ctx, s.p.Pid()); err != nil {
 			return nil, err
 		}
 		info, err := respconn.Info(ctx, s.addr, "memory")
@@ -87,7 +77,7 @@ func (r *runner) memory(ctx context.Context, w io.Writer) ([]*server, error) {
 		}
 		m.usedMemory, _ = strconv.ParseInt(info["used_memory"], 10, 64)
 		m.dataset, _ = strconv.ParseInt(info["used_memory_dataset"], 10, 64)
-		r.logf("%s: RSS %s idle, %s with %d keys", s.label, mib(m.idle), mib(m.full), r.cfg.keys)
+		r.logf("%s: RSS %s idle, %s with %d keys", s.label, harness.MiB(m.idle), harness.MiB(m.full), r.cfg.keys)
 		res = append(res, m)
 		if s.dir == "" {
 			if err := s.p.Stop(); err != nil {
@@ -102,17 +92,17 @@ func (r *runner) memory(ctx context.Context, w io.Writer) ([]*server, error) {
 		"pipelined %d at a time on one connection; each key then lives an hour. "+
 		"RSS is VmRSS once it stayed within 1 MiB (or 0.5%%) for %v; growth = RSS after - RSS before writing. "+
 		"used_memory is Go's HeapAlloc on throttled (live data plus garbage not yet collected) and the allocator's figure on redis-server.\n\n",
-		keys-1, strings.Join(fillParams, " "), strings.Join(fillParams, " "), fillBatch, rssQuiet)
+		keys-1, strings.Join(fillParams, " "), strings.Join(fillParams, " "), fillBatch, harness.RSSQuiet)
 	fmt.Fprintf(w, "| server | flags | idle RSS | RSS with keys | growth | growth per key | used_memory | used_memory_dataset | write time |\n")
 	fmt.Fprintf(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, m := range res {
 		settled := ""
 		if !m.settled {
-			settled = fmt.Sprintf(" (still moving after %v)", rssDeadline)
+			settled = fmt.Sprintf(" (still moving after %v)", harness.RSSDeadline)
 		}
 		fmt.Fprintf(w, "| %s | `%s` | %s | %s%s | %s | %d B | %s | %s | %.1f s |\n",
-			m.s.label, flagsText(m.s), mib(m.idle), mib(m.full), settled, mib(m.full-m.idle),
-			(m.full-m.idle)/keys, mib(m.usedMemory), mib(m.dataset), m.fill.Seconds())
+			m.s.label, flagsText(m.s), harness.MiB(m.idle), harness.MiB(m.full), settled, harness.MiB(m.full-m.idle),
+			(m.full-m.idle)/keys, harness.MiB(m.usedMemory), harness.MiB(m.dataset), m.fill.Seconds())
 	}
 	fmt.Fprintf(w, "\n| ratio | RSS growth | RSS | used_memory | bar (RSS growth) |\n|---|---:|---:|---:|---|\n")
 	for _, q := range [][2]int{{0, 2}, {1, 2}, {1, 3}} {
@@ -174,7 +164,7 @@ func (r *runner) restart(ctx context.Context, w io.Writer, filled []*server) err
 		if err != nil {
 			return err
 		}
-		rss, _, err := settledRSS(ctx, s.p.Pid())
+		rss, _, err := harness.SettledRSS(ctx, s.p.Pid())
 		if err != nil {
 			return err
 		}
@@ -184,7 +174,7 @@ func (r *runner) restart(ctx context.Context, w io.Writer, filled []*server) err
 		}
 		r.logf("%s: restarted in %v (own figure %s), DBSIZE %v", s.label, took.Round(time.Millisecond), own, n)
 		fmt.Fprintf(w, "| %s | %.2f s | %s | %.2f s | %s | %v%s | %s |\n",
-			s.label, stopped.Seconds(), mib(size), took.Seconds(), own, n, check, mib(rss))
+			s.label, stopped.Seconds(), harness.MiB(size), took.Seconds(), own, n, check, harness.MiB(rss))
 	}
 	return nil
 }
@@ -226,58 +216,6 @@ func (r *runner) fill(ctx context.Context, s *server) (time.Duration, error) {
 	}
 	r.logf("%s: wrote %d keys in %v (%.0f/s)", s.label, r.cfg.keys, took.Round(time.Millisecond), float64(r.cfg.keys)/took.Seconds())
 	return took, nil
-}
-
-// settledRSS polls the resident set size of pid until it has stayed within
-// rssTolerance for rssQuiet, and returns it. After rssDeadline it returns the
-// last figure with settled false.
-func settledRSS(ctx context.Context, pid int) (rss int64, settled bool, err error) {
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	began := time.Now()
-	if rss, err = readRSS(pid); err != nil {
-		return 0, false, err
-	}
-	lo, hi, since := rss, rss, began
-	for {
-		select {
-		case <-ctx.Done():
-			return 0, false, ctx.Err()
-		case now := <-tick.C:
-			if rss, err = readRSS(pid); err != nil {
-				return 0, false, err
-			}
-			lo, hi = min(lo, rss), max(hi, rss)
-			switch {
-			case hi-lo > rssTolerance(rss):
-				lo, hi, since = rss, rss, now
-			case now.Sub(since) >= rssQuiet:
-				return rss, true, nil
-			}
-			if now.Sub(began) >= rssDeadline {
-				return rss, false, nil
-			}
-		}
-	}
-}
-
-// readRSS returns VmRSS from /proc/<pid>/status, in bytes.
-func readRSS(pid int) (int64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, err
-	}
-	return parseRSS(string(b))
-}
-
-func parseRSS(status string) (int64, error) {
-	for line := range strings.Lines(status) {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			return kb << 10, err
-		}
-	}
-	return 0, fmt.Errorf("no VmRSS line in /proc/<pid>/status")
 }
 
 // waitBackground waits until a server with a data folder is done with the
@@ -370,6 +308,3 @@ func dirSize(dir string) (int64, error) {
 	})
 	return n, err
 }
-
-// mib formats a byte count in MiB.
-func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }

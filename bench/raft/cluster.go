@@ -106,7 +106,7 @@ func (c *cluster) leader(ctx context.Context, among []*node) (*node, error) {
 	var lead *node
 	probe := func(ctx context.Context) error {
 		for _, n := range among {
-			if id, err := leaderID(ctx, n.addr); err == nil {
+			if id, err := harness.RaftLeader(ctx, n.addr); err == nil {
 				for _, m := range among {
 					if m.id == id {
 						lead = m
@@ -121,25 +121,6 @@ func (c *cluster) leader(ctx context.Context, among []*node) (*node, error) {
 		return nil, err
 	}
 	return lead, nil
-}
-
-// leaderID asks the member at addr which member leads (RAFT LEADER).
-func leaderID(ctx context.Context, addr string) (string, error) {
-	conn, err := respconn.Dial(ctx, addr, time.Second)
-	if err != nil {
-		return "", err
-	}
-	defer conn.Close()
-	v, err := conn.Do("RAFT", "LEADER")
-	if err != nil {
-		return "", err
-	}
-	if pair, ok := v.([]any); ok && len(pair) == 2 {
-		if id, ok := pair[0].(string); ok {
-			return id, nil
-		}
-	}
-	return "", fmt.Errorf("RAFT LEADER answered %v", v)
 }
 
 // term is the highest Raft term a member reports (INFO replication): each

@@ -21,30 +21,38 @@ type Scenario struct {
 	Range   int // requests per client are 1 + Poisson(Range/2), before scaling
 	Total   int // requests of all clients together
 	// Table V's per-scenario parameters.
-	W                              int     // WB's attempts per 60 s
-	Bucket, InitRate, InitCongRate float64 // ATB and AATB
+	W                              int           // WB's attempts per 60 s
+	Bucket, InitRate, InitCongRate float64       // ATB and AATB
+	Omega                          time.Duration // AATB's; 0: Table V's 30 s
+
+	// The limiter, a token bucket of Capacity refilling Refill every
+	// Period; the arrivals span Span, the clients start within Shift.
+	Capacity, Refill int64
+	Period           time.Duration
+	Span, Shift      time.Duration
+	// SecondHints rounds the hints up to whole seconds, as HTTP's
+	// Retry-After and RateLimit fields (and client/httplimit) carry them.
+	SecondHints bool
+}
+
+// study is the study's limiter and timing: a token bucket of 100 refilling
+// 80 per minute, arrivals over 5 minutes, clients starting within 10 s.
+func study(sc Scenario) Scenario {
+	sc.Capacity, sc.Refill, sc.Period = 100, 80, time.Minute
+	sc.Span, sc.Shift = 300*time.Second, 10*time.Second
+	return sc
 }
 
 // Scenarios are the study's four synthetic ones.
 var Scenarios = []Scenario{
-	{Name: "5 clients, 500 requests", Clients: 5, Range: 200, Total: 500, W: 40, Bucket: 40, InitRate: 40, InitCongRate: 300},
-	{Name: "5 clients, 800 requests", Clients: 5, Range: 200, Total: 800, W: 40, Bucket: 40, InitRate: 40, InitCongRate: 300},
-	{Name: "100 clients, 500 requests", Clients: 100, Range: 10, Total: 500, W: 4, Bucket: 4, InitRate: 4, InitCongRate: 12},
-	{Name: "100 clients, 800 requests", Clients: 100, Range: 10, Total: 800, W: 4, Bucket: 4, InitRate: 4, InitCongRate: 12},
+	study(Scenario{Name: "5 clients, 500 requests", Clients: 5, Range: 200, Total: 500, W: 40, Bucket: 40, InitRate: 40, InitCongRate: 300}),
+	study(Scenario{Name: "5 clients, 800 requests", Clients: 5, Range: 200, Total: 800, W: 40, Bucket: 40, InitRate: 40, InitCongRate: 300}),
+	study(Scenario{Name: "100 clients, 500 requests", Clients: 100, Range: 10, Total: 500, W: 4, Bucket: 4, InitRate: 4, InitCongRate: 12}),
+	study(Scenario{Name: "100 clients, 800 requests", Clients: 100, Range: 10, Total: 800, W: 4, Bucket: 4, InitRate: 4, InitCongRate: 12}),
 }
 
 // Strategies, in the order of the tables.
 var Strategies = []string{"UB", "WB", "ATB", "AATB", "Hinted"}
-
-// The limiter: a token bucket of 100 refilling 80 per minute; the arrivals
-// span 5 minutes, the clients start within 10 s.
-const (
-	capacity   = 100
-	refill     = 80
-	period     = int64(time.Minute)
-	span       = 300 * time.Second
-	startShift = 10 * time.Second
-)
 
 // t0 is the emulation's first instant (virtual).
 var t0 = time.Unix(1_700_000_000, 0)
@@ -71,7 +79,7 @@ func workload(sc Scenario, rng *rand.Rand) [][]time.Time {
 	counts := apportion(weights, sum, sc.Total)
 	out := make([][]time.Time, sc.Clients)
 	for i, n := range counts {
-		start := time.Duration(rng.Float64() * float64(startShift))
+		start := time.Duration(rng.Float64() * float64(sc.Shift))
 		// n-1 exponential gaps, scaled so the last arrival lands within the span.
 		cum := make([]float64, n)
 		for k := 1; k < n; k++ {
@@ -79,7 +87,7 @@ func workload(sc Scenario, rng *rand.Rand) [][]time.Time {
 		}
 		last := cum[n-1] + rng.ExpFloat64()
 		for k := range n {
-			out[i] = append(out[i], t0.Add(start+time.Duration(cum[k]/last*float64(span-start))))
+			out[i] = append(out[i], t0.Add(start+time.Duration(cum[k]/last*float64(sc.Span-start))))
 		}
 	}
 	return out
@@ -137,6 +145,9 @@ func newStrategy(name string, sc Scenario, rng *rand.Rand, tel retry.Telemetry, 
 	atb.BucketSize, atb.InitialRate, atb.InitialCongestionRate = sc.Bucket, sc.InitRate, sc.InitCongRate
 	aatb := retry.DefaultAATB()
 	aatb.BucketSize, aatb.InitialRate = sc.Bucket, sc.InitRate
+	if sc.Omega > 0 {
+		aatb.Omega = sc.Omega
+	}
 	switch name {
 	case "UB":
 		return retry.NewUB(rng)
@@ -157,11 +168,31 @@ func newStrategy(name string, sc Scenario, rng *rand.Rand, tel retry.Telemetry, 
 type groupTelemetry struct {
 	agg    *telemetry.Aggregator
 	client string
+	rate   telemetry.Rate // the limiter's
+	omega  time.Duration  // 0: the aggregator's 30 s
 }
 
 func (g groupTelemetry) Report(now time.Time, sent int64, got429 bool) (retry.Aggregate, error) {
+	return g.send(now, sent, got429, -1)
+}
+
+// Reserve is TELEMETRY.REPORT ... RESERVE: after and the slot are whole
+// milliseconds, rounded up, as StoreTelemetry sends one and the command
+// answers the other.
+func (g groupTelemetry) Reserve(now time.Time, sent int64, got429 bool, after time.Duration) (retry.Aggregate, error) {
+	agg, err := g.send(now, sent, got429, ceilMS(max(after, 0)))
+	agg.Slot = ceilMS(agg.Slot)
+	return agg, err
+}
+
+func ceilMS(d time.Duration) time.Duration {
+	return (d + time.Millisecond - 1) / time.Millisecond * time.Millisecond
+}
+
+// send reports, and reserves when after >= 0.
+func (g groupTelemetry) send(now time.Time, sent int64, got429 bool, after time.Duration) (retry.Aggregate, error) {
 	r := telemetry.Report{Group: "emulated", Client: g.client, Sent: sent,
-		Rate: telemetry.Rate{Count: refill, Period: period}}
+		Rate: g.rate, Omega: int64(g.omega), Reserve: after >= 0, After: int64(max(after, 0))}
 	if got429 {
 		r.Got429 = 1
 	}
@@ -170,7 +201,8 @@ func (g groupTelemetry) Report(now time.Time, sent int64, got429 bool) (retry.Ag
 		return retry.Aggregate{}, err
 	}
 	return retry.Aggregate{Active: a.Active, Total: a.Total, Clients429: a.Clients429,
-		Rate: float64(a.Rate.Count) / time.Duration(a.Rate.Period).Minutes()}, nil
+		Rate: float64(a.Rate.Count) / time.Duration(a.Rate.Period).Minutes(),
+		Slot: time.Duration(a.Slot)}, nil
 }
 
 // updater is a strategy with periodic work that goes on while its client
@@ -216,7 +248,7 @@ func (e *events) Pop() any {
 func Run(sc Scenario, name string, seed uint64) Result {
 	wrng := rand.New(rand.NewPCG(seed, 0))
 	arrivals := workload(sc, wrng)
-	tb, err := engines.NewTB(capacity, refill, period)
+	tb, err := engines.NewTB(sc.Capacity, sc.Refill, int64(sc.Period))
 	if err != nil {
 		panic(err)
 	}
@@ -233,7 +265,8 @@ func Run(sc Scenario, name string, seed uint64) Result {
 	total := 0
 	for i, a := range arrivals {
 		rng := rand.New(rand.NewPCG(seed, uint64(i)+1))
-		tel := groupTelemetry{agg: agg, client: strconv.Itoa(i)}
+		tel := groupTelemetry{agg: agg, client: strconv.Itoa(i),
+			rate: telemetry.Rate{Count: sc.Refill, Period: int64(sc.Period)}, omega: sc.Omega}
 		cs[i] = &client{s: newStrategy(name, sc, rng, tel, a[0]), arrivals: a}
 		total += len(a)
 		wake(i, a[0])
@@ -279,6 +312,9 @@ func Run(sc Scenario, name string, seed uint64) Result {
 			}
 			hint := retry.Hint{RetryAfter: time.Duration(r.RetryAfter), Remaining: r.Remaining,
 				Reset: time.Duration(r.ResetAfter), Limit: r.Limit}
+			if sc.SecondHints {
+				hint = inSeconds(hint, r.Limited)
+			}
 			c.s.Done(now, retry.Outcome{Limited: r.Limited, Hint: hint})
 			if r.Limited {
 				res.Got429++
@@ -301,6 +337,19 @@ func Run(sc Scenario, name string, seed uint64) Result {
 	res.Service = service / time.Duration(total)
 	res.Response = response / time.Duration(total)
 	return res
+}
+
+// inSeconds is h as the HTTP fields carry it: client/httplimit's
+// Retry-After (on a refusal) and RateLimit's t are whole seconds, rounded
+// up, Retry-After at least 1.
+func inSeconds(h retry.Hint, limited bool) retry.Hint {
+	up := func(d time.Duration) time.Duration { return (d + time.Second - 1) / time.Second * time.Second }
+	retryAfter := time.Duration(-1)
+	if limited {
+		retryAfter = max(up(h.RetryAfter), time.Second)
+	}
+	h.Reset, h.RetryAfter = up(max(h.Reset, 0)), retryAfter
+	return h
 }
 
 // Average runs seeds 1..runs and averages their figures.

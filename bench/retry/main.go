@@ -4,20 +4,33 @@
 // and our Hinted strategy share a token bucket of 100 refilling 80 per
 // minute, run by throttled's TB engine; AATB reports to the aggregator that
 // TELEMETRY.REPORT answers from. Seeded and deterministic; nothing sleeps.
-// It prints each strategy's 429s, total duration and mean service time,
+// It prints each strategy's 429s, total duration, mean service time (first
+// attempt to success) and mean response time (arrival to success),
 // averaged over -runs seeds, as reductions against UB beside the study's
 // published figures.
 //
 //	go run ./bench/retry              # 30 seeds, every scenario
 //	go run ./bench/retry -runs 100
+//	go run ./bench/retry -http        # the real-time run over HTTP
+//
+// With -http it runs RealTime, a scenario scaled down to 10 s, both in the
+// emulator (-runs seeds) and in real time (-http-runs seeds): clients with
+// the strategies as http.RoundTripper wrappers, a Go HTTP service limited
+// by client/httplimit, and a throttled process built from this checkout,
+// on ports from the OS.
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/throttleddb/throttled/bench/internal/harness"
 )
 
 // published are the study's reductions against UB: 429s and the change of
@@ -31,20 +44,73 @@ var published = map[string]map[string][2]float64{
 
 func main() {
 	runs := flag.Int("runs", 30, "seeds averaged per scenario and strategy")
+	httpRun := flag.Bool("http", false, "run the real-time scenario over HTTP against a throttled process")
+	httpRuns := flag.Int("http-runs", 3, "seeds averaged per strategy in the real-time run")
 	flag.Parse()
-	if *runs < 1 {
-		fmt.Fprintln(os.Stderr, "retry: -runs must be at least 1")
+	if *runs < 1 || *httpRuns < 1 {
+		fmt.Fprintln(os.Stderr, "retry: -runs and -http-runs must be at least 1")
 		os.Exit(2)
 	}
-	report(os.Stdout, *runs)
+	if !*httpRun {
+		report(os.Stdout, *runs)
+		return
+	}
+	if err := reportHTTP(context.Background(), os.Stdout, RealTime, *runs, *httpRuns); err != nil {
+		fmt.Fprintln(os.Stderr, "retry:", err)
+		os.Exit(1)
+	}
+}
+
+// reportHTTP starts a throttled process, runs sc over HTTP httpRuns times
+// per strategy and prints the figures beside the emulator's for runs seeds.
+func reportHTTP(ctx context.Context, w io.Writer, sc Scenario, runs, httpRuns int) error {
+	dir, err := os.MkdirTemp("", "retry-rt-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	logf := func(f string, a ...any) { fmt.Fprintf(os.Stderr, f+"\n", a...) }
+	p, err := harness.StartThrottled(ctx, dir, logf)
+	if err != nil {
+		return err
+	}
+	defer p.Stop()
+	rdb := redis.NewClient(&redis.Options{Addr: p.Addr})
+	defer rdb.Close()
+	fmt.Fprintf(w, "\n%s (emulator: %d seeds; HTTP: %d seeds)\n\n", sc.Name, runs, httpRuns)
+	fmt.Fprintln(w, "| strategy | emulator 429s | vs UB | duration | HTTP 429s | vs UB | duration | HTTP mean response |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|")
+	var ubEm, ubHTTP Result
+	for _, name := range RealTimeStrategies {
+		em := Average(sc, name, runs)
+		var sum Result
+		for seed := 1; seed <= httpRuns; seed++ {
+			r, err := RunHTTP(ctx, rdb, sc, name, uint64(seed))
+			if err != nil {
+				return fmt.Errorf("%s, seed %d: %w", name, seed, err)
+			}
+			sum.Got429 += r.Got429
+			sum.Duration += r.Duration
+			sum.Response += r.Response
+		}
+		n := time.Duration(httpRuns)
+		h := Result{Got429: sum.Got429 / float64(httpRuns), Duration: sum.Duration / n, Response: sum.Response / n}
+		if name == "UB" {
+			ubEm, ubHTTP = em, h
+		}
+		fmt.Fprintf(w, "| %s | %.1f | %+.1f%% | %s | %.1f | %+.1f%% | %s | %s |\n", name,
+			em.Got429, pct(em.Got429, ubEm.Got429), em.Duration.Round(10*time.Millisecond),
+			h.Got429, pct(h.Got429, ubHTTP.Got429), h.Duration.Round(10*time.Millisecond), h.Response.Round(10*time.Millisecond))
+	}
+	return nil
 }
 
 // report prints one table per scenario.
 func report(w io.Writer, runs int) {
 	for _, sc := range Scenarios {
 		fmt.Fprintf(w, "\n%s (%d seeds)\n\n", sc.Name, runs)
-		fmt.Fprintln(w, "| strategy | 429s | vs UB | study | duration | vs UB | study | mean service |")
-		fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|")
+		fmt.Fprintln(w, "| strategy | 429s | vs UB | study | duration | vs UB | study | mean service | mean response |")
+		fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|")
 		var ub Result
 		for _, name := range Strategies {
 			r := Average(sc, name, runs)
@@ -56,9 +122,10 @@ func report(w io.Writer, runs int) {
 			if ok {
 				study429, studyDur = fmt.Sprintf("%+.1f%%", p[0]), fmt.Sprintf("%+.1f%%", p[1])
 			}
-			fmt.Fprintf(w, "| %s | %.1f | %+.1f%% | %s | %s | %+.1f%% | %s | %s |\n", name, r.Got429,
+			fmt.Fprintf(w, "| %s | %.1f | %+.1f%% | %s | %s | %+.1f%% | %s | %s | %s |\n", name, r.Got429,
 				pct(r.Got429, ub.Got429), study429, r.Duration.Round(100*time.Millisecond),
-				pct(r.Duration.Seconds(), ub.Duration.Seconds()), studyDur, r.Service.Round(10*time.Millisecond))
+				pct(r.Duration.Seconds(), ub.Duration.Seconds()), studyDur, r.Service.Round(10*time.Millisecond),
+				r.Response.Round(10*time.Millisecond))
 		}
 	}
 }

@@ -286,7 +286,7 @@ func lookAt(ctx context.Context, pid int, maddr string) (sample, error) {
 	if err != nil {
 		return s, err
 	}
-	if s.rss, err = parseRSS(string(status)); err != nil {
+	if s.rss, err = harness.ParseRSS(string(status)); err != nil {
 		return s, err
 	}
 	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
@@ -302,16 +302,6 @@ func lookAt(ctx context.Context, pid int, maddr string) (sample, error) {
 	s.keys = int64(m["throttled_keys"])
 	s.clients = int64(m["throttled_connected_clients"])
 	return s, nil
-}
-
-func parseRSS(status string) (int64, error) {
-	for line := range strings.Lines(status) {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			return kb << 10, err
-		}
-	}
-	return 0, errors.New("no VmRSS line in /proc/<pid>/status")
 }
 
 // scrape reads the unlabelled metrics of /metrics at maddr.

@@ -32,6 +32,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/throttleddb/throttled/client"
+	"github.com/throttleddb/throttled/internal/sleep"
 	"github.com/throttleddb/throttled/policy"
 )
 
@@ -42,13 +43,15 @@ type Config struct {
 
 	// Policies are the local policies (endpoint templates and tiers),
 	// decided by limiters in Mode (with SyncInterval for TwoLayer,
-	// BatchSize and LeaseTTL for Lease: see client.Config). Exactly one of
-	// Policies and StorePolicies.
+	// BatchSize, LeaseTTL, Share and Lazy for Lease: see client.Config).
+	// Exactly one of Policies and StorePolicies.
 	Policies     []policy.Policy
 	Mode         client.Mode
 	SyncInterval time.Duration
 	BatchSize    int64
 	LeaseTTL     time.Duration
+	Share        int
+	Lazy         bool
 	// KeyPrefix starts every store key of the local policies; default
 	// "httplimit:".
 	KeyPrefix string
@@ -122,7 +125,8 @@ func New(cfg Config) (*Middleware, error) {
 	m.limiters = map[string]*client.Limiter{}
 	for _, p := range m.table.Policies() {
 		l, err := client.New(client.Config{Client: cfg.Client, Tiers: p.Tiers, Mode: cfg.Mode,
-			SyncInterval: cfg.SyncInterval, BatchSize: cfg.BatchSize, LeaseTTL: cfg.LeaseTTL, Fail: cfg.Fail, Fallback: cfg.Fallback, FallbackKeys: cfg.FallbackKeys})
+			SyncInterval: cfg.SyncInterval, BatchSize: cfg.BatchSize, LeaseTTL: cfg.LeaseTTL, Share: cfg.Share, Lazy: cfg.Lazy,
+			Fail: cfg.Fail, Fallback: cfg.Fallback, FallbackKeys: cfg.FallbackKeys})
 		if err != nil {
 			m.Close()
 			return nil, fmt.Errorf("httplimit: policy %s: %w", p.ID, err)
@@ -216,11 +220,7 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 			return
 		}
 		if d.Delay > 0 { // an lb tier: hold the request its queue delay
-			t := time.NewTimer(d.Delay)
-			defer t.Stop()
-			select {
-			case <-t.C:
-			case <-r.Context().Done():
+			if sleep.For(r.Context(), d.Delay) != nil {
 				return
 			}
 		}

@@ -297,7 +297,7 @@ func TestStorePolicies(t *testing.T) {
 	want(t, "store policy", got, 2)
 	res := req(h, "POST", "/v1/login", "198.51.100.66:4000")
 	for name, v := range map[string]string{
-		"RateLimit-Policy": `"login-1";q=2;w=10, "login-2";q=5;w=1`, // the store's window of a cl tier: its period
+		"RateLimit-Policy": `"login-1";q=2;w=10, "login-2";q=5;w=5`, // a cl tier's window: its refill time, (burst+1) x period / count
 		"RateLimit":        `"login-1";r=0;t=10`,
 		"Retry-After":      "10",
 	} {

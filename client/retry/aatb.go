@@ -35,12 +35,25 @@ type Telemetry interface {
 	Report(now time.Time, sent int64, got429 bool) (Aggregate, error)
 }
 
+// A Scheduler is a Telemetry that also hands out the group's slots: Reserve
+// reports as Report does and reserves the group's next free slot at or
+// after now + after; the slots are one interval of the limit's rate apart.
+// The answer's Slot is how long from now the reserved one is. Hinted waits
+// for a slot before each attempt at a saturated limit. StoreTelemetry is one
+// (TELEMETRY.REPORT ... RESERVE).
+type Scheduler interface {
+	Telemetry
+	Reserve(now time.Time, sent int64, got429 bool, after time.Duration) (Aggregate, error)
+}
+
 // Aggregate is the telemetry server's answer.
 type Aggregate struct {
 	Active     int64   // clients that reported within omega
 	Total      int64   // requests they sent within omega
 	Clients429 int64   // clients that saw a 429 within omega
 	Rate       float64 // the limit's rate per minute; 0 when unknown
+	// Slot is how long from now the slot a Reserve got is.
+	Slot time.Duration
 }
 
 // AATB is the assisted adaptive token bucket (Table IV): ATB's bucket,
@@ -162,6 +175,24 @@ func (a *AATB) report(now time.Time, got429 bool) int64 {
 	}
 	a.agg, a.load = agg, load
 	return load
+}
+
+// reserve reserves the group's next free slot at or after now + after
+// (see Scheduler), reporting got429 but no requests: those go with the
+// routine report, so the load AATB and Hinted read stays the requests of an
+// omega. It returns how long from now the slot is; ok is false when the
+// telemetry is no Scheduler or did not answer.
+func (a *AATB) reserve(now time.Time, got429 bool, after time.Duration) (slot time.Duration, ok bool) {
+	s, ok := a.tel.(Scheduler)
+	if !ok {
+		return 0, false
+	}
+	agg, err := s.Reserve(now, 0, got429, after)
+	if err != nil {
+		return 0, false
+	}
+	a.agg = agg
+	return agg.Slot, true
 }
 
 // average is the average client's load in the last answer.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/throttleddb/throttled/internal/sleep"
 )
 
 // Clock is the time a Client waits on; RealClock is the default. A test or
@@ -19,16 +21,7 @@ type RealClock struct{}
 
 func (RealClock) Now() time.Time { return time.Now() }
 
-func (RealClock) Sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
+func (RealClock) Sleep(ctx context.Context, d time.Duration) error { return sleep.For(ctx, d) }
 
 // Client runs a Strategy for one client: one attempt in flight at a time,
 // the callers waiting their turn in arrival order (a FIFO, as the study's

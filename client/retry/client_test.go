@@ -224,6 +224,19 @@ func TestStoreTelemetry(t *testing.T) {
 	if want := (Aggregate{Active: 2, Total: 15, Clients429: 1, Rate: 80}); got != want {
 		t.Fatalf("got %+v, want %+v", got, want)
 	}
+	// Reservations: the group's rate (the policy's 80 a minute) spaces the
+	// slots 750 ms apart; after is sent in whole ms, rounded up.
+	slot, err := a.Reserve(t0, 0, true, 200*time.Millisecond+1)
+	if err != nil || slot.Slot != 201*time.Millisecond || slot.Clients429 != 2 {
+		t.Fatalf("first reservation: %+v, %v; want a slot in 201ms", slot, err)
+	}
+	if slot, err = b.Reserve(t0, 0, false, 0); err != nil || slot.Slot != 951*time.Millisecond {
+		t.Fatalf("second reservation: %+v, %v; want a slot in 951ms", slot, err)
+	}
+	norate := &StoreTelemetry{Redis: rdb, Group: "h", Client: "a"}
+	if _, err := norate.Reserve(t0, 0, false, 0); err == nil || !strings.Contains(err.Error(), "RESERVE needs") {
+		t.Fatalf("a reservation in a group tied to no rate: %v", err)
+	}
 	bad := &StoreTelemetry{Redis: rdb, Group: "g", Client: "c", Policy: "nosuch"}
 	if _, err := bad.Report(t0, 1, false); err == nil || !strings.Contains(err.Error(), "no such policy") {
 		t.Fatalf("a missing policy: %v", err)

@@ -17,8 +17,10 @@
 //   - Hinted, ours: when a response carries throttled's retry_after
 //     (Retry-After, or the IETF RateLimit fields), it waits exactly that
 //     long, spread over the group's clients, and after a success it paces
-//     by the remaining quota; when a response carries none, it falls back
-//     to AATB or ATB.
+//     by the remaining quota; with throttled as its telemetry, the group's
+//     clients take turns by its slots (TELEMETRY.REPORT ... RESERVE, see
+//     Scheduler) instead of random places; when a response carries no
+//     hint, it falls back to AATB or ATB.
 //
 // A Strategy is a state machine over instants passed in: Wait says how long
 // the next attempt must wait, Sent records one going out, Done its outcome.

@@ -28,6 +28,22 @@ import (
 //
 // n, the contenders, comes from the fallback's telemetry when it is an AATB
 // (reporting from the first attempt on), else it is 1.
+//
+// The random places above only make a herd less likely: with a hundred
+// clients refused at once, some still draw the same interval and all but
+// one of them are refused again, and a request arriving at an idle client
+// whose telemetry is not yet saturated takes a request the waiting ones
+// were promised. When the fallback's telemetry is a Scheduler (throttled's
+// TELEMETRY.REPORT ... RESERVE), the places are the group's instead:
+// after a refusal, after a success that left fewer than n + reserve, and
+// for every request arriving at an idle client, the attempt first
+// reserves the group's next free slot at or after the instant its hint
+// says a request is free (now for an arrival), and waits for it. The
+// slots are one interval of the limit's rate apart, so the clients of a
+// saturated limit come back one at a time, in the order they asked, as
+// the limit gives back requests. Only a client sending its backlog while
+// plenty is left goes without a slot. When the telemetry does not answer,
+// the random place stands.
 type Hinted struct {
 	// Slack is how much slower than the limit's rate the clients pace
 	// themselves together (0.05: 5% slower).
@@ -52,6 +68,15 @@ type Hinted struct {
 	fails int
 	// primed: the first report was sent.
 	primed bool
+	// queued: the last answer said the limit is spent for this client (a
+	// refusal, or fewer than n + reserve left), so the next attempt
+	// reserves a slot; free is when that answer said a request would be
+	// there for it, and got429 that it was a refusal, to report.
+	queued bool
+	free   time.Time
+	got429 bool
+	// reserved: the attempt due next holds a slot of the group's.
+	reserved bool
 }
 
 // NewHinted returns Hinted falling back to fallback (an *AATB or *ATB).
@@ -71,7 +96,17 @@ func (h *Hinted) Wait(now time.Time) time.Duration {
 	if !h.hinted {
 		return h.fallback.Wait(now)
 	}
-	if now.After(h.next) && !h.held && h.saturated() {
+	if h.aatb != nil && !h.reserved && (h.queued || !h.held && now.After(h.next)) {
+		// Take the group's next slot, in place of the random one; when
+		// the telemetry cannot give one, the random one stands.
+		slot, ok := h.aatb.reserve(now, h.got429, max(h.free.Sub(now), 0))
+		h.queued = false
+		if ok {
+			h.reserved, h.got429 = true, false
+			h.next = now.Add(slot)
+		}
+	}
+	if !h.reserved && now.After(h.next) && !h.held && h.saturated() {
 		// An attempt that comes after its pacing ran out (a request
 		// arriving at an idle client) would find a saturated limit empty:
 		// it takes a random place among the group's attempts instead.
@@ -87,7 +122,7 @@ func (h *Hinted) Wait(now time.Time) time.Duration {
 }
 
 func (h *Hinted) Sent(now time.Time) {
-	h.held = false
+	h.held, h.reserved = false, false
 	h.fallback.Sent(now)
 }
 
@@ -98,6 +133,7 @@ func (h *Hinted) Done(now time.Time, o Outcome) {
 		return
 	}
 	h.hinted = true
+	h.queued = false
 	if !o.Limited {
 		h.fails = 0
 	}
@@ -114,12 +150,15 @@ func (h *Hinted) Done(now time.Time, o Outcome) {
 		h.fails = min(h.fails+1, 16)
 		spread := max(float64(n), math.Exp2(float64(h.fails)))
 		h.next = now.Add(o.Hint.RetryAfter + time.Duration(uniform(h.rng, 0, spread)*float64(tau)))
+		h.queued, h.got429, h.free = h.aatb != nil, true, now.Add(o.Hint.RetryAfter)
 	case o.Limited:
 		h.hinted = false // a refusal that does not say when: the fallback's
 		h.fallback.Done(now, o)
 	case o.Hint.Remaining >= 0 && o.Hint.Remaining < n+h.reserve(o.Hint) && h.tau > 0:
 		gap := float64(n+h.reserve(o.Hint)-o.Hint.Remaining) * float64(h.tau) * (1 + h.Slack)
 		h.next = now.Add(time.Duration(gap))
+		// A request is there now, or (none left) within an interval.
+		h.queued, h.free = h.aatb != nil, now.Add(time.Duration(max(1-o.Hint.Remaining, 0))*h.tau)
 	default:
 		h.next = now
 	}

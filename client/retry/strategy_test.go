@@ -1,6 +1,7 @@
 package retry
 
 import (
+	"errors"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -249,5 +250,97 @@ func TestHinted(t *testing.T) {
 	}
 	if h.Wait(t0) != fb.Wait(t0) {
 		t.Fatal("without hints, Wait is not the fallback's")
+	}
+}
+
+// fakeScheduler is a fakeTelemetry that also reserves: it records each
+// reservation's after and answers slot (fail: an error).
+type fakeScheduler struct {
+	fakeTelemetry
+	afters []time.Duration
+	slot   time.Duration
+	fail   bool
+}
+
+func (f *fakeScheduler) Reserve(now time.Time, sent int64, got429 bool, after time.Duration) (Aggregate, error) {
+	if f.fail {
+		return Aggregate{}, errors.New("no answer")
+	}
+	f.reports = append(f.reports, report{now, sent, got429})
+	f.afters = append(f.afters, after)
+	agg := f.agg
+	agg.Slot = f.slot
+	return agg, nil
+}
+
+// Hinted with a Scheduler: a refusal, a success that leaves too little and
+// a request arriving at an idle client each take the group's next slot at
+// or after the instant the hint says a request is free, once per attempt;
+// a backlog sent while plenty is left takes none; when the telemetry does
+// not answer, the random place stands.
+func TestHinted_Slots(t *testing.T) {
+	tel := &fakeScheduler{fakeTelemetry: fakeTelemetry{agg: Aggregate{Active: 4, Total: 40, Rate: 80}}}
+	fb := NewAATB(DefaultAATB(), tel, rand.New(rand.NewPCG(1, 1)), t0)
+	h := NewHinted(fb, rand.New(rand.NewPCG(2, 2)))
+	tau := 750 * time.Millisecond
+	h.Wait(t0) // the first report
+	reserves := func() int { return len(tel.afters) }
+
+	// A refusal that says retry_after 500 ms: the next attempt reserves at
+	// or after 500 ms, reporting the 429, and waits for the slot (3 s).
+	h.Sent(t0)
+	h.Done(t0, Outcome{Limited: true, Hint: Hint{RetryAfter: 500 * time.Millisecond, Remaining: 0, Reset: 100 * tau, Limit: 100}})
+	tel.slot = 3 * time.Second
+	if d := h.Wait(at(0.1)); d != 3*time.Second {
+		t.Fatalf("after a refusal: waits %v, want the slot's 3s", d)
+	}
+	if reserves() != 1 || tel.afters[0] != 400*time.Millisecond || !tel.reports[len(tel.reports)-1].got429 {
+		t.Fatalf("after a refusal: reservations %v (want one at 400ms), reports %+v", tel.afters, tel.reports)
+	}
+	// Asked again before the slot: the same slot, no new reservation.
+	if d := h.Wait(at(1.1)); d != 2*time.Second || reserves() != 1 {
+		t.Fatalf("waiting for the slot: %v and %d reservations, want 2s and 1", d, reserves())
+	}
+	if d := h.Wait(at(3.1)); d != 0 {
+		t.Fatalf("at the slot: waits %v", d)
+	}
+
+	// A success that leaves none (n = 4, reserve 5): a request is free an
+	// interval later.
+	h.Sent(at(3.1))
+	h.Done(at(3.1), Outcome{Hint: Hint{RetryAfter: -1, Remaining: 0, Reset: 100 * tau, Limit: 100}})
+	tel.slot = time.Second
+	if d := h.Wait(at(3.1)); d != time.Second || reserves() != 2 || tel.afters[1] != tau {
+		t.Fatalf("after a success with none left: waits %v, reservations %v; want 1s and one at %v", d, tel.afters, tau)
+	}
+	if tel.reports[len(tel.reports)-1].got429 {
+		t.Fatal("a success's reservation reported a 429")
+	}
+
+	// A success with plenty left: the backlog goes at once, no slot.
+	h.Sent(at(4.1))
+	h.Done(at(4.1), Outcome{Hint: Hint{RetryAfter: -1, Remaining: 50, Reset: 50 * tau, Limit: 100}})
+	if d := h.Wait(at(4.1)); d != 0 || reserves() != 2 {
+		t.Fatalf("a backlog with plenty left: waits %v after %d reservations, want 0 after 2", d, reserves())
+	}
+
+	// A request arriving later at the idle client reserves now.
+	tel.slot = 1500 * time.Millisecond
+	if d := h.Wait(at(10)); d != 1500*time.Millisecond || reserves() != 3 || tel.afters[2] != 0 {
+		t.Fatalf("an arrival at an idle client: waits %v, reservations %v; want 1.5s and one at 0", d, tel.afters)
+	}
+	h.Sent(at(11.5))
+
+	// The telemetry does not answer: the refusal's random place stands,
+	// and the next Wait does not ask again.
+	tel.fail = true
+	h.Done(at(11.5), Outcome{Limited: true, Hint: Hint{RetryAfter: 500 * time.Millisecond, Remaining: 0, Reset: 100 * tau, Limit: 100}})
+	d := h.Wait(at(11.5))
+	if d < 500*time.Millisecond || d > 500*time.Millisecond+4*tau {
+		t.Fatalf("a refusal without a slot: waits %v, want retry_after + [0, 4 intervals)", d)
+	}
+	tel.fail = false
+	if h.Wait(at(11.5)); reserves() != 3 {
+		t.Fatalf("asked for a slot again after the telemetry failed: %v", tel.afters)
 	}
 }

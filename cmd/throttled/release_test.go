@@ -11,6 +11,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/throttleddb/throttled/commands"
 )
 
 // TestReleaseScript builds a release binary for this machine's architecture
@@ -20,18 +22,12 @@ import (
 // reports the stamped version and the commit it was built from, and
 // SHA256SUMS holds its digest.
 func TestReleaseScript(t *testing.T) {
-	if runtime.GOOS != "linux" {
-		t.Skip("release binaries are built for Linux")
-	}
-	out := t.TempDir()
 	const version = "9.8.7-test"
-	cmd := exec.Command("bash", "../../scripts/release.sh")
-	cmd.Env = append(os.Environ(), "VERSION="+version, "TARGETS=linux/"+runtime.GOARCH, "OUT="+out)
-	if log, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("release.sh: %v\n%s", err, log)
-	}
-	name := "throttled-" + version + "-linux-" + runtime.GOARCH
+	out, name := release(t, "VERSION="+version)
 	bin := filepath.Join(out, name)
+	if want := "throttled-" + version + "-linux-" + runtime.GOARCH; name != want {
+		t.Errorf("release.sh wrote %s, want %s", name, want)
+	}
 
 	f, err := elf.Open(bin)
 	if err != nil {
@@ -75,4 +71,55 @@ func TestReleaseScript(t *testing.T) {
 	if want := hex.EncodeToString(sum[:]) + "  " + name + "\n"; !bytes.Equal(sums, []byte(want)) {
 		t.Errorf("SHA256SUMS = %q, want %q", sums, want)
 	}
+}
+
+// TestReleaseScript_SourceVersion: without VERSION (as `make release` and
+// the Dockerfile run it) the script takes the version from commands.Version
+// in the source, names the binary after it, and the binary reports it.
+func TestReleaseScript_SourceVersion(t *testing.T) {
+	out, name := release(t)
+	if want := "throttled-" + commands.Version + "-linux-" + runtime.GOARCH; name != want {
+		t.Errorf("release.sh wrote %s, want %s", name, want)
+	}
+	got, err := exec.Command(filepath.Join(out, name), "--version").Output()
+	if err != nil {
+		t.Fatalf("--version: %v", err)
+	}
+	if !strings.HasPrefix(string(got), "throttled server v="+commands.Version+" ") {
+		t.Errorf("--version = %q, want the source's version %s", got, commands.Version)
+	}
+}
+
+// release runs scripts/release.sh for this machine's architecture with env
+// added to the test's environment, and returns the output folder and the
+// name of the one binary it wrote there (SHA256SUMS aside).
+func release(t *testing.T, env ...string) (out, name string) {
+	t.Helper()
+	if runtime.GOOS != "linux" {
+		t.Skip("release binaries are built for Linux")
+	}
+	out = t.TempDir()
+	cmd := exec.Command("bash", "../../scripts/release.sh")
+	cmd.Env = append(os.Environ(), "VERSION=", "TARGETS=linux/"+runtime.GOARCH, "OUT="+out)
+	cmd.Env = append(cmd.Env, env...)
+	if log, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("release.sh: %v\n%s", err, log)
+	}
+	files, err := os.ReadDir(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		if f.Name() == "SHA256SUMS" {
+			continue
+		}
+		if name != "" {
+			t.Fatalf("release.sh wrote %s and %s, want one binary", name, f.Name())
+		}
+		name = f.Name()
+	}
+	if name == "" {
+		t.Fatal("release.sh wrote no binary")
+	}
+	return out, name
 }

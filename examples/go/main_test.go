@@ -47,7 +47,7 @@ func TestLimit(t *testing.T) {
 	})))
 	defer gw.Close()
 
-	const items = `"items.1";q=3;w=2, "items.2";q=5;w=60`
+	const items = `"items.1";q=3;w=6, "items.2";q=5;w=60`
 	for i, s := range []struct {
 		advance         time.Duration
 		principal, path string

@@ -1,12 +1,13 @@
 // Package harness holds what the benchmark programs (bench/compare,
-// bench/persist, bench/accuracy, bench/raft, bench/crdt, bench/policy)
-// share: building and starting the throttled binary, loading a Lua script, pinning processes to CPUs, describing the
+// bench/persist, bench/accuracy, bench/raft, bench/crdt, bench/policy,
+// bench/lease) share: building and starting the throttled binary, loading a Lua script, pinning processes to CPUs, describing the
 // machine and its load, waiting for servers to go idle, and the small
 // statistics and number formats of their reports.
 package harness
 
 import (
 	"context"
+	"debug/buildinfo"
 	"errors"
 	"flag"
 	"fmt"
@@ -386,4 +387,19 @@ func cpuOver(ctx context.Context, pids []int, window time.Duration) (time.Durati
 	}
 	after, err := cpu()
 	return after - before, err
+}
+
+// GoVersion is the Go release that built the binary bin, "(throttled
+// binary)", or the runner's own when bin cannot be read, "(runner)".
+func GoVersion(bin string) string {
+	if bi, err := buildinfo.ReadFile(bin); err == nil {
+		return bi.GoVersion + " (throttled binary)"
+	}
+	return runtime.Version() + " (runner)"
+}
+
+// Footer writes a report's last line: how long the run took since began
+// and the load average at its end.
+func Footer(w io.Writer, began time.Time) {
+	fmt.Fprintf(w, "\nWhole run: %s. Load average at the end: %s.\n", time.Since(began).Round(time.Second), LoadAvg())
 }

@@ -89,3 +89,13 @@ func TestParseSkip(t *testing.T) {
 		t.Error("ParseSkip(disk): want an error")
 	}
 }
+
+func TestParseRSS(t *testing.T) {
+	got, err := ParseRSS("Name:\tredis-server\nVmPeak:\t  100 kB\nVmRSS:\t    2048 kB\n")
+	if err != nil || got != 2048<<10 {
+		t.Errorf("ParseRSS = %d, %v; want %d", got, err, 2048<<10)
+	}
+	if _, err := ParseRSS("Name:\tx\n"); err == nil {
+		t.Error("ParseRSS without VmRSS: want an error")
+	}
+}

@@ -1,14 +1,18 @@
 package harness
 
 import (
+	"context"
+	"fmt"
 	"math"
 	"strings"
+	"time"
 
 	"github.com/throttleddb/throttled/internal/proc"
+	"github.com/throttleddb/throttled/internal/respconn"
 )
 
 // The helpers of the programs that drive several servers at once
-// (bench/raft, bench/crdt).
+// (bench/raft, bench/crdt, bench/lease).
 
 // SplitEven splits total into n parts that differ by at most one, the
 // larger first: 50 over 3 is 17, 17, 16.
@@ -72,4 +76,24 @@ func FreePorts(n int) ([]int, error) {
 		}
 	}
 	return out, nil
+}
+
+// RaftLeader asks the cluster member at addr which member leads (RAFT
+// LEADER) and returns its id.
+func RaftLeader(ctx context.Context, addr string) (string, error) {
+	conn, err := respconn.Dial(ctx, addr, time.Second)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close()
+	v, err := conn.Do("RAFT", "LEADER")
+	if err != nil {
+		return "", err
+	}
+	if pair, ok := v.([]any); ok && len(pair) == 2 {
+		if id, ok := pair[0].(string); ok && id != "" {
+			return id, nil
+		}
+	}
+	return "", fmt.Errorf("RAFT LEADER answered %v", v)
 }

@@ -43,6 +43,9 @@ local conf = {
 -- database it was given with SELECT.
 local pool = fmt("%s:%d;%d", conf.host, conf.port, conf.db)
 
+-- timeout is how long a call to throttled may take, in ms.
+_M.timeout = conf.timeout
+
 -- connect returns a connection from the pool, authenticated and on the
 -- configured database. Once a reply was read whole, hand it back with
 -- red:set_keepalive(10000, 100); after a socket error, red:close() it.
