@@ -102,8 +102,20 @@ var setups = []setup{{"single node", 1, ""}, {"3-node Raft", 3, "raft"}, {"3-nod
 func measure(bin string, s setup, window time.Duration) ([]float64, error) {
 	var ids []string
 	var peers []string
+	// A port FreePort gave is free again until a node binds it: it could
+	// give it twice (a node's RESP port and another's cluster port).
+	used := map[int]bool{}
+	freePort := func() (int, error) {
+		for {
+			port, err := proc.FreePort()
+			if err != nil || !used[port] {
+				used[port] = true
+				return port, err
+			}
+		}
+	}
 	for i := range s.nodes {
-		port, err := proc.FreePort()
+		port, err := freePort()
 		if err != nil {
 			return nil, err
 		}
@@ -122,7 +134,7 @@ func measure(bin string, s setup, window time.Duration) ([]float64, error) {
 			return nil, err
 		}
 		defer os.RemoveAll(dir)
-		port, err := proc.FreePort()
+		port, err := freePort()
 		if err != nil {
 			return nil, err
 		}
