@@ -106,4 +106,21 @@ function _M.no_decision(who, err, fail_open)
   return ngx.exit(ngx.HTTP_SERVICE_UNAVAILABLE)
 end
 
+-- too_many answers 429 with Retry-After (left out when retry_after is
+-- negative: the request could never pass) and a JSON body saying so,
+-- naming the policy when one is given.
+function _M.too_many(retry_after, policy)
+  ngx.status = ngx.HTTP_TOO_MANY_REQUESTS
+  if retry_after >= 0 then
+    ngx.header["Retry-After"] = retry_after
+  end
+  ngx.header["Content-Type"] = "application/json"
+  if policy then
+    ngx.say(fmt('{"error":"rate limited","policy":"%s","retry_after":%d}', policy, retry_after))
+  else
+    ngx.say(fmt('{"error":"rate limited","retry_after":%d}', retry_after))
+  end
+  return ngx.exit(ngx.HTTP_TOO_MANY_REQUESTS)
+end
+
 return _M

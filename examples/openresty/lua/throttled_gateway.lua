@@ -121,14 +121,8 @@ function _M.access()
     reset_after = reset_after,
   }
   if limited == 1 then
-    ngx.status = ngx.HTTP_TOO_MANY_REQUESTS
     -- retry_after is -1 only when the request could never pass
-    if retry_after >= 0 then
-      ngx.header["Retry-After"] = retry_after
-    end
-    ngx.header["Content-Type"] = "application/json"
-    ngx.say(fmt('{"error":"rate limited","retry_after":%d}', retry_after))
-    return ngx.exit(ngx.HTTP_TOO_MANY_REQUESTS)
+    return conn.too_many(retry_after)
   end
 end
 

@@ -134,12 +134,7 @@ function _M.access()
   end
   ngx.ctx.throttled_policy = res
   if limited == 1 then
-    ngx.status = ngx.HTTP_TOO_MANY_REQUESTS
-    local retry = seconds(res[8])
-    ngx.header["Retry-After"] = retry
-    ngx.header["Content-Type"] = "application/json"
-    ngx.say(fmt('{"error":"rate limited","policy":"%s","retry_after":%d}', id, retry))
-    return ngx.exit(ngx.HTTP_TOO_MANY_REQUESTS)
+    return conn.too_many(seconds(res[8]), id)
   end
 end
 

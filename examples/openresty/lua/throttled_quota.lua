@@ -647,12 +647,7 @@ function _M.access()
   st.policy, st.window_ms = c.policy, c.limit.window_ms
   ngx.ctx.throttled_quota = st
   if not st.allowed then
-    local retry = ceil(st.retry_ms / 1000)
-    ngx.status = ngx.HTTP_TOO_MANY_REQUESTS
-    ngx.header["Retry-After"] = retry
-    ngx.header["Content-Type"] = "application/json"
-    ngx.say(fmt('{"error":"rate limited","retry_after":%d}', retry))
-    return ngx.exit(ngx.HTTP_TOO_MANY_REQUESTS)
+    return conn.too_many(ceil(st.retry_ms / 1000))
   end
 end
 
