@@ -33,6 +33,11 @@ type Scenario struct {
 	// SecondHints rounds the hints up to whole seconds, as HTTP's
 	// Retry-After and RateLimit fields (and client/httplimit) carry them.
 	SecondHints bool
+	// RTT is each attempt's round trip: the limiter decides RTT/2 after
+	// the attempt is sent, its answer reaches the client RTT after, and
+	// the client does nothing meanwhile (it serves one request at a
+	// time). 0, the default, answers at once.
+	RTT time.Duration
 }
 
 // study is the study's limiter and timing: a token bucket of 100 refilling
@@ -214,14 +219,18 @@ type client struct {
 	arrivals []time.Time // of the requests not served yet, in order
 	first    time.Time   // first attempt of the head request (zero: none yet)
 	ver      int         // of the pending wake
+	inFlight bool        // an attempt awaits its answer (RTT > 0)
 }
 
 type event struct {
 	at   time.Time
 	seq  int // ties in order of scheduling: deterministic
 	c    int
-	ver  int // -1: a periodic update, not a wake
+	ver  int // of the client's wake it is
 	tick bool
+	// answer, when not nil, is the limiter's result for the client's
+	// attempt in flight, arriving at at.
+	answer *engines.Result
 }
 
 type events []event
@@ -281,14 +290,39 @@ func Run(sc Scenario, name string, seed uint64) Result {
 	var firstTry, lastDone time.Time
 	var service, response time.Duration
 	served := 0
+	// answered records the outcome of c's attempt, at now.
+	answered := func(c *client, now time.Time, r engines.Result) {
+		hint := retry.Hint{RetryAfter: time.Duration(r.RetryAfter), Remaining: r.Remaining,
+			Reset: time.Duration(r.ResetAfter), Limit: r.Limit}
+		if sc.SecondHints {
+			hint = inSeconds(hint, r.Limited)
+		}
+		c.s.Done(now, retry.Outcome{Limited: r.Limited, Hint: hint})
+		if r.Limited {
+			res.Got429++
+			return
+		}
+		served++
+		service += now.Sub(c.first)
+		response += now.Sub(c.arrivals[0])
+		lastDone = now
+		c.arrivals, c.first = c.arrivals[1:], time.Time{}
+	}
 	for q.Len() > 0 && served < total {
 		e := heap.Pop(q).(event)
 		c := cs[e.c]
 		now := e.at
-		if e.tick {
+		switch {
+		case e.tick:
 			push(event{at: c.s.(updater).Update(now), c: e.c, tick: true})
-		} else if e.ver != c.ver {
+			if c.inFlight {
+				continue
+			}
+		case e.ver != c.ver:
 			continue
+		case e.answer != nil:
+			c.inFlight = false
+			answered(c, now, *e.answer)
 		}
 		for len(c.arrivals) > 0 && !c.arrivals[0].After(now) {
 			d := c.s.Wait(now)
@@ -303,30 +337,25 @@ func Run(sc Scenario, name string, seed uint64) Result {
 					firstTry = now
 				}
 			}
-			r, next, _, write, err := engines.Apply(tb, state, now.UnixNano(), 1)
+			// Every attempt reaches the limiter the same RTT/2 after it
+			// is sent, so in the order they are sent: its state only
+			// moves forward.
+			r, next, _, write, err := engines.Apply(tb, state, now.Add(sc.RTT/2).UnixNano(), 1)
 			if err != nil {
 				panic(err)
 			}
 			if write {
 				state = next
 			}
-			hint := retry.Hint{RetryAfter: time.Duration(r.RetryAfter), Remaining: r.Remaining,
-				Reset: time.Duration(r.ResetAfter), Limit: r.Limit}
-			if sc.SecondHints {
-				hint = inSeconds(hint, r.Limited)
+			if sc.RTT > 0 {
+				c.inFlight = true
+				c.ver++
+				push(event{at: now.Add(sc.RTT), c: e.c, ver: c.ver, answer: &r})
+				break
 			}
-			c.s.Done(now, retry.Outcome{Limited: r.Limited, Hint: hint})
-			if r.Limited {
-				res.Got429++
-				continue
-			}
-			served++
-			service += now.Sub(c.first)
-			response += now.Sub(c.arrivals[0])
-			lastDone = now
-			c.arrivals, c.first = c.arrivals[1:], time.Time{}
+			answered(c, now, r)
 		}
-		if len(c.arrivals) > 0 && c.arrivals[0].After(now) {
+		if !c.inFlight && len(c.arrivals) > 0 && c.arrivals[0].After(now) {
 			wake(e.c, c.arrivals[0])
 		}
 	}

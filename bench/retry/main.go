@@ -11,6 +11,8 @@
 //
 //	go run ./bench/retry              # 30 seeds, every scenario
 //	go run ./bench/retry -runs 100
+//	go run ./bench/retry -rtt 40ms    # each attempt a 40 ms round trip
+//	go run ./bench/retry -sweep       # five clients: round trips, demand
 //	go run ./bench/retry -http        # the real-time run over HTTP
 //
 // With -http it runs RealTime, a scenario scaled down to 10 s, both in the
@@ -46,13 +48,19 @@ func main() {
 	runs := flag.Int("runs", 30, "seeds averaged per scenario and strategy")
 	httpRun := flag.Bool("http", false, "run the real-time scenario over HTTP against a throttled process")
 	httpRuns := flag.Int("http-runs", 3, "seeds averaged per strategy in the real-time run")
+	rtt := flag.Duration("rtt", 0, "each emulated attempt's round trip (0: answered at once)")
+	sweep := flag.Bool("sweep", false, "five clients' ATB and AATB against UB over round trips and demands")
 	flag.Parse()
-	if *runs < 1 || *httpRuns < 1 {
-		fmt.Fprintln(os.Stderr, "retry: -runs and -http-runs must be at least 1")
+	if *runs < 1 || *httpRuns < 1 || *rtt < 0 {
+		fmt.Fprintln(os.Stderr, "retry: -runs and -http-runs must be at least 1, -rtt not negative")
 		os.Exit(2)
 	}
-	if !*httpRun {
-		report(os.Stdout, *runs)
+	switch {
+	case *sweep:
+		reportSweep(os.Stdout, *runs)
+		return
+	case !*httpRun:
+		report(os.Stdout, *runs, *rtt)
 		return
 	}
 	if err := reportHTTP(context.Background(), os.Stdout, RealTime, *runs, *httpRuns); err != nil {
@@ -105,9 +113,10 @@ func reportHTTP(ctx context.Context, w io.Writer, sc Scenario, runs, httpRuns in
 	return nil
 }
 
-// report prints one table per scenario.
-func report(w io.Writer, runs int) {
+// report prints one table per scenario, each attempt a round trip of rtt.
+func report(w io.Writer, runs int, rtt time.Duration) {
 	for _, sc := range Scenarios {
+		sc.RTT = rtt
 		fmt.Fprintf(w, "\n%s (%d seeds)\n\n", sc.Name, runs)
 		fmt.Fprintln(w, "| strategy | 429s | vs UB | study | duration | vs UB | study | mean service | mean response |")
 		fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|")
@@ -126,6 +135,52 @@ func report(w io.Writer, runs int) {
 				pct(r.Got429, ub.Got429), study429, r.Duration.Round(100*time.Millisecond),
 				pct(r.Duration.Seconds(), ub.Duration.Seconds()), studyDur, r.Service.Round(10*time.Millisecond),
 				r.Response.Round(10*time.Millisecond))
+		}
+	}
+}
+
+// sweepRTTs and sweepTotals are the round trips and the demands -sweep
+// varies in the five-client scenarios.
+var (
+	sweepRTTs   = []time.Duration{0, 20 * time.Millisecond, 50 * time.Millisecond, 100 * time.Millisecond}
+	sweepTotals = []int{450, 475, 500, 525, 550, 575, 600, 700, 800}
+)
+
+// reportSweep prints, for five clients, the 429s of UB, ATB and AATB and
+// the reductions beside the study's: at 500 and 800 requests over the
+// round trips, then over the demands with no round trip and with 50 ms.
+func reportSweep(w io.Writer, runs int) {
+	header := func(title string) {
+		fmt.Fprintf(w, "\n%s (%d seeds)\n\n", title, runs)
+		fmt.Fprintln(w, "| requests | RTT | UB 429s | ATB 429s | vs UB | study | AATB 429s | vs UB | study |")
+		fmt.Fprintln(w, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	}
+	row := func(sc Scenario) {
+		ub, atb, aatb := Average(sc, "UB", runs), Average(sc, "ATB", runs), Average(sc, "AATB", runs)
+		study := func(name string) string {
+			if p, ok := published[sc.Name][name]; ok {
+				return fmt.Sprintf("%+.1f%%", p[0])
+			}
+			return ""
+		}
+		fmt.Fprintf(w, "| %d | %v | %.1f | %.1f | %+.1f%% | %s | %.1f | %+.1f%% | %s |\n", sc.Total, sc.RTT,
+			ub.Got429, atb.Got429, pct(atb.Got429, ub.Got429), study("ATB"),
+			aatb.Got429, pct(aatb.Got429, ub.Got429), study("AATB"))
+	}
+	header("Five clients, round trips")
+	for _, base := range Scenarios[:2] {
+		for _, rtt := range sweepRTTs {
+			sc := base
+			sc.RTT = rtt
+			row(sc)
+		}
+	}
+	for _, rtt := range []time.Duration{0, 50 * time.Millisecond} {
+		header(fmt.Sprintf("Five clients, demand, RTT %v", rtt))
+		for _, total := range sweepTotals {
+			sc := Scenarios[0]
+			sc.Name, sc.Total, sc.RTT = fmt.Sprintf("5 clients, %d requests", total), total, rtt
+			row(sc)
 		}
 	}
 }

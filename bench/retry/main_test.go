@@ -26,6 +26,13 @@ func TestRun_Deterministic(t *testing.T) {
 			}
 		}
 	}
+	slow := Scenarios[0]
+	slow.RTT = 50 * time.Millisecond
+	for _, name := range Strategies {
+		if a, b := Run(slow, name, 7), Run(slow, name, 7); a != b {
+			t.Fatalf("%s with RTT 50ms, %s: seed 7 twice: %+v then %+v", slow.Name, name, a, b)
+		}
+	}
 	if a, b := Run(Scenarios[1], "UB", 1), Run(Scenarios[1], "UB", 2); a == b {
 		t.Fatalf("seeds 1 and 2 gave the same run: %+v", a)
 	}
@@ -48,9 +55,49 @@ func TestRun_Ordering(t *testing.T) {
 	}
 }
 
+// With a round trip, a client's next attempt waits for the answer to the
+// last: three requests arriving together, none refused, are answered RTT,
+// 2 RTT and 3 RTT after the first is sent (each sent when the one before
+// it is answered). UB and WB: they send at once while not refused (ATB
+// and AATB pace their attempts).
+func TestRun_RTT(t *testing.T) {
+	sc := Scenario{Name: "one client", Clients: 1, Range: 2, Total: 3, W: 4,
+		Capacity: 100, Refill: 100, Period: time.Second, Span: time.Nanosecond}
+	for _, name := range []string{"UB", "WB"} {
+		if r := Run(sc, name, 1); r.Duration != 0 || r.Response != 0 || r.Got429 != 0 {
+			t.Fatalf("%s, no RTT: %+v, want everything answered at once", name, r)
+		}
+		sc.RTT = 40 * time.Millisecond
+		r := Run(sc, name, 1)
+		sc.RTT = 0
+		want := Result{Requests: 3, Duration: 120 * time.Millisecond, Service: 40 * time.Millisecond, Response: 80 * time.Millisecond}
+		if r != want {
+			t.Fatalf("%s, RTT 40ms: %+v, want %+v", name, r, want)
+		}
+	}
+}
+
+// A refused attempt's retry also waits for the answer: five requests
+// through a bucket of one refilled every 100 ms take at least five round
+// trips of 300 ms, and UB, refused without a round trip, is not with it
+// (the token is back before the next attempt reaches the limiter).
+func TestRun_RTTSpacesRetries(t *testing.T) {
+	sc := Scenario{Name: "tight", Clients: 1, Range: 2, Total: 5, Capacity: 1, Refill: 1, Period: 100 * time.Millisecond,
+		Span: time.Nanosecond}
+	fast := Run(sc, "UB", 1)
+	sc.RTT = 300 * time.Millisecond
+	slow := Run(sc, "UB", 1)
+	if fast.Got429 == 0 || slow.Got429 != 0 {
+		t.Fatalf("429s: %.0f without a round trip, %.0f with: want some, then none", fast.Got429, slow.Got429)
+	}
+	if slow.Duration < 5*sc.RTT {
+		t.Fatalf("RTT 300ms: 5 requests in %v, want at least 5 round trips", slow.Duration)
+	}
+}
+
 func TestReport_Tables(t *testing.T) {
 	var b bytes.Buffer
-	report(&b, 1)
+	report(&b, 1, 0)
 	for _, sc := range Scenarios {
 		if !strings.Contains(b.String(), sc.Name) {
 			t.Fatalf("no table for %s:\n%s", sc.Name, b.String())
