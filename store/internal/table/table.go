@@ -343,14 +343,22 @@ func (t *Table) finish() { t.step(math.MaxInt) }
 // tombstones or a lost majority of keys waste the arrays, or when the
 // access times' 24 bits are about to run out. It reports whether a rehash
 // or a compaction is under way, for the owner to call again soon.
-func (t *Table) Step(n int, sec int64) (busy bool) {
+func (t *Table) Step(n int, sec int64) bool {
 	t.lastAtime = max(t.lastAtime, sec)
 	t.step(n)
 	t.compact(n)
-	defer func() { busy = t.old != nil || t.compacting }()
+	if t.old == nil && t.wasteful() {
+		t.rehash()
+	}
+	return t.old != nil || t.compacting
+}
+
+// wasteful reports whether the arrays call for a rehash: mostly empty or
+// tombstones, or times that no longer fit their bases well.
+func (t *Table) wasteful() bool {
 	a := &t.cur
-	if t.old != nil || len(a.slots) == 0 {
-		return
+	if len(a.slots) == 0 {
+		return false
 	}
 	sparse := len(a.slots) > 4*minSlots && t.Len()*4 < len(a.slots)
 	tombs := a.tombs > max(a.used, minSlots)
@@ -358,10 +366,7 @@ func (t *Table) Step(n int, sec int64) (busy bool) {
 	// centres a new one, if that is far enough to change something.
 	drift := len(t.far) > max(t.Len()/16, minSlots) && abs(t.lastExp-1<<31-a.expBase) > 1<<30
 	drift = drift || t.lastAtime-a.atimeBase > atimeMax-1<<19 // 6 days left
-	if sparse || tombs || drift {
-		t.rehash()
-	}
-	return
+	return sparse || tombs || drift
 }
 
 func (t *Table) step(n int) {
