@@ -191,7 +191,7 @@ func (l *limit) load(c *Ctx) string {
 	if c.srv.mesh != nil {
 		return l.loadMerged(c)
 	}
-	v, ok := c.Tx.Get(c.DB(), l.key)
+	v, ok := c.Tx.GetIn(c.DB(), l.key, c.stateBuf())
 	l.exists = ok
 	if !ok {
 		return ""

@@ -240,7 +240,7 @@ func (l *limit) mark(c *Ctx, r *lease.Lease) error {
 		r.MarkDebt = l.newTAT
 		return nil
 	}
-	v, _ := c.Tx.Get(c.DB(), l.key)
+	v, _ := c.Tx.GetIn(c.DB(), l.key, c.stateBuf())
 	g, err := engines.GrantOf(l.eng, v.Bytes)
 	r.MarkAt, r.MarkDebt, r.MarkUnit = g.At, g.Debt, g.Unit
 	l.state = v.Bytes

@@ -220,6 +220,10 @@ type connState struct {
 	watched []*watchedKey
 	// multi is non-nil between MULTI and EXEC/DISCARD.
 	multi *multiState
+	// unpacked holds the packed states (store/packed.go) the command being
+	// run has read, one after the other (Ctx.stateBuf); execute starts it
+	// over for each command.
+	unpacked []byte
 	// ctx is reused by every command of the connection, so running a
 	// command does not allocate one.
 	ctx Ctx
@@ -383,9 +387,24 @@ func (s *Server) execute(c *resp.Conn, w *resp.Writer, st *connState, spec *Spec
 		now = s.mesh.Now()
 	}
 	st.ctx = Ctx{srv: s, Conn: c, W: w, Args: args, Tx: s.store.Tx(now), st: st}
+	st.unpacked = st.unpacked[:0]
 	s.run(&st.ctx, spec, start)
 	st.ctx.Args = nil // they alias the reader's buffer
 	s.store.Unlock(&st.locks)
+}
+
+// stateBuf returns room for one packed state's bytes (store.PackedLen)
+// that no other read of the command is given: a decision that reads an FWC
+// state allocates nothing once the connection has run one.
+func (c *Ctx) stateBuf() []byte {
+	u := c.st.unpacked
+	if cap(u)-len(u) < store.PackedLen {
+		// A new array: the slices handed out keep the old one.
+		u = make([]byte, 0, max(2*cap(u), 4*store.PackedLen))
+	}
+	n := len(u)
+	c.st.unpacked = u[:n+store.PackedLen]
+	return u[n : n : n+store.PackedLen]
 }
 
 // addLocks adds the shards spec needs for args to l, for the connection st.

@@ -50,7 +50,11 @@ func (t Tx) Digest(hidden func(Value) bool) [sha1.Size]byte {
 		for db := range sh.dbs {
 			sh.each(db, 0, func(k []byte, r ref) bool {
 				e := r.get()
-				if t.expired(e) || (hidden != nil && hidden(e.value())) {
+				if t.expired(e) {
+					return true
+				}
+				v := e.valueIn(d.unpacked)
+				if hidden != nil && hidden(v) {
 					return true
 				}
 				d.h.Reset()
@@ -63,7 +67,7 @@ func (t Tx) Digest(hidden func(Value) bool) [sha1.Size]byte {
 				d.buf = binary.BigEndian.AppendUint64(d.buf, uint64(len(k)))
 				d.buf = append(d.buf, k...)
 				d.h.Write(d.buf)
-				for j, b := range d.value(e.value()) {
+				for j, b := range d.value(v) {
 					sum[j] ^= b
 				}
 				return true
@@ -86,13 +90,17 @@ func (t Tx) DigestValue(db int, key []byte) [sha1.Size]byte {
 	return d.value(e.value())
 }
 
-// digester hashes entries with one SHA-1 state and one scratch buffer.
+// digester hashes entries with one SHA-1 state and scratch buffers.
 type digester struct {
 	h   hash.Hash
 	buf []byte
+	// unpacked takes packed states' bytes (packed.go).
+	unpacked []byte
 }
 
-func newDigester() *digester { return &digester{h: sha1.New()} }
+func newDigester() *digester {
+	return &digester{h: sha1.New(), unpacked: make([]byte, 0, PackedLen)}
+}
 
 // value writes v's encoding (see above) after what is already in the hash,
 // and returns the sum.

@@ -71,12 +71,12 @@ func (s *Store) Replay(now int64, fn func(Tx)) {
 func (s *Store) evicting() bool { return s.mode == modeOff || s.mode == modeTrack }
 
 // written records that key, at r, was written.
-func (s *Store) written(db int, key []byte, r ref) {
+func (s *Store) written(sh *shard, db int, key []byte, r ref) {
 	switch s.mode {
 	case modeTrack:
 		e := r.get()
 		r.tab.SetFlags(r.p, uint8(e.flags|flagDirty))
-		s.journal.Set(s.WireDB(db), key, e.value(), e.expireMs)
+		s.journal.Set(s.WireDB(db), key, e.valueIn(sh.unpacked[:0]), e.expireMs)
 	case modeRestore:
 		r.tab.SetFlags(r.p, uint8(flagSaved))
 	case modeReplay:
@@ -178,7 +178,7 @@ func (s *Store) collectShard(sh *shard, c Collector) {
 		}
 		sh.each(db, 0, func(k []byte, r ref) bool {
 			if e := r.get(); e.flags&flagDirty != 0 {
-				c.Changed(s.WireDB(db), string(k), e.value(), e.expireMs)
+				c.Changed(s.WireDB(db), string(k), e.valueIn(sh.unpacked[:0]), e.expireMs)
 				r.tab.SetFlags(r.p, uint8(flagSaved))
 			}
 			return true

@@ -136,23 +136,41 @@ type entry struct {
 	n        int64  // KindInt's integer
 	expireMs int64  // Unix milliseconds; 0 means no expiry
 	b        []byte // the bytes of every other kind; nil for KindInt
+	// packed says the state is packed into n (packed.go); b is nil until
+	// valueIn gives the bytes back.
+	packed bool
 }
 
 func entryOf(e table.Entry) entry {
 	en := entry{kind: Kind(e.Kind), flags: flags(e.Flags), atime: e.Atime, n: e.Int, expireMs: e.ExpireMs}
 	if e.HasBytes {
 		en.b = e.Bytes
+	} else {
+		en.packed = packable(en.kind)
 	}
 	return en
 }
 
-func (e entry) value() Value { return Value{Kind: e.kind, Int: e.n, Bytes: e.b} }
+// value returns the entry's value; a packed state's bytes in a new slice.
+func (e entry) value() Value { return e.valueIn(nil) }
+
+// valueIn returns the entry's value, a packed state's bytes appended to
+// buf[:0]: a buf with PackedLen bytes of room takes them without
+// allocating.
+func (e entry) valueIn(buf []byte) Value {
+	if e.packed {
+		return Value{Kind: e.kind, Bytes: unpack(buf[:0], uint64(e.n), e.expireMs)}
+	}
+	return Value{Kind: e.kind, Int: e.n, Bytes: e.b}
+}
 
 // tableEntry is what the table holds for v with the rest of e.
 func tableEntry(v Value, e entry) table.Entry {
 	te := table.Entry{Kind: uint8(v.Kind), Flags: uint8(e.flags), Atime: e.atime, ExpireMs: e.expireMs}
 	if v.Kind == KindInt {
 		te.Int = v.Int
+	} else if word, ok := pack(v, e.expireMs); ok {
+		te.Int = int64(word)
 	} else {
 		te.HasBytes, te.Bytes = true, v.Bytes
 	}
@@ -171,8 +189,8 @@ func (r ref) get() entry { return entryOf(r.tab.Get(r.p)) }
 // EntryOverhead is what a key costs in memory besides its name and value
 // in MaxMemory's accounting: its table slot, 32 bytes and a control byte,
 // at the 78% load a table averages between growths. A name of up to 15
-// bytes and an integer value cost nothing more (they are in the slot); see
-// recordCost for the rest. bench/memory measured RSS growth 2-7% above
+// bytes, an integer value and a packed state (packed.go) cost nothing more
+// (they are in the slot); see recordCost for the rest. bench/memory measured RSS growth 2-7% above
 // this count on idle CL.THROTTLE, TB and FWC keys; a table that is moving
 // its keys to larger arrays holds both for a while (up to 80% more slots).
 const EntryOverhead = 42
@@ -184,16 +202,17 @@ const inlineName = 15
 // 8 bytes.
 func recordCost(n int) int64 { return int64((n + 7) &^ 7) }
 
-// bytesCost is what the bytes of a value cost: nothing for an integer.
-func bytesCost(e entry) int64 {
-	if e.kind == KindInt {
+// bytesCost is what the bytes of a value held as te cost: nothing for an
+// integer or a packed state, which the slot holds.
+func bytesCost(te table.Entry) int64 {
+	if !te.HasBytes {
 		return 0
 	}
-	return recordCost(len(e.b))
+	return recordCost(len(te.Bytes))
 }
 
-func cost(key []byte, e entry) int64 {
-	c := EntryOverhead + bytesCost(e)
+func cost(key []byte, te table.Entry) int64 {
+	c := EntryOverhead + bytesCost(te)
 	if len(key) > inlineName {
 		c += recordCost(len(key))
 	}
@@ -213,6 +232,9 @@ type shard struct {
 	watchers map[dbKey][]watcher
 	// gone lists the saved keys removed since the last Collect (saved.go).
 	gone []dbKey
+	// unpacked holds a packed state's bytes while the journal is told of
+	// it (saved.go).
+	unpacked [PackedLen]byte
 }
 
 // each calls fn for every key of db in sh, expired or not, from the
@@ -422,10 +444,11 @@ func (s *Store) EachInShard(i int, now int64, fn func(db int, key string, v Valu
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	t := s.Tx(now)
+	buf := make([]byte, 0, PackedLen)
 	for db := range sh.dbs {
 		sh.each(db, 0, func(k []byte, r ref) bool {
 			e := r.get()
-			v := e.value()
+			v := e.valueIn(buf)
 			if !t.expired(e) || s.Held(db, k, v) {
 				fn(db, string(k), v, e.expireMs)
 			}
@@ -521,7 +544,7 @@ func (t Tx) expire(sh *shard, db int, key []byte, r ref) bool {
 	if !t.expired(e) {
 		return false
 	}
-	if t.s.Held(db, key, e.value()) {
+	if e.kind == KindMerged && t.s.Held(db, key, e.value()) {
 		return false
 	}
 	t.s.remove(sh, db, key, r)
@@ -556,11 +579,12 @@ func (sh *shard) find(db int, key []byte, h uint64) (ref, bool) {
 // remove deletes the key at r and tells watchers and the journal. key may
 // be the table's own copy (Table.Key): it is copied before the slot goes.
 func (s *Store) remove(sh *shard, db int, key []byte, r ref) {
-	e := r.get()
+	te := r.tab.Get(r.p)
+	e := entryOf(te)
 	if e.expireMs != 0 {
 		sh.expires[db]--
 	}
-	s.account(sh, db, -1, -cost(key, e))
+	s.account(sh, db, -1, -cost(key, te))
 	if k := r.tab.Key(r.p); len(k) > 0 && len(key) > 0 && &k[0] == &key[0] {
 		key = append([]byte(nil), key...) // the slot's copy goes with it
 	}
@@ -575,7 +599,7 @@ func (s *Store) remove(sh *shard, db int, key []byte, r ref) {
 // changed tells watchers and the journal that key, at r, was written.
 func (s *Store) changed(sh *shard, db int, key []byte, r ref) {
 	sh.touch(db, key, false)
-	s.written(db, key, r)
+	s.written(sh, db, key, r)
 	if db == s.dbs && s.system != nil {
 		s.system(key, r.get().value(), true)
 	}
@@ -595,11 +619,13 @@ func (s *Store) account(sh *shard, db int, keys, bytes int64) {
 // setValue replaces the value at r with v and its expiry with expireMs,
 // keeping the memory accounting right.
 func (s *Store) setValue(sh *shard, db int, r ref, v Value, expireMs int64) {
-	e := r.get()
-	old := bytesCost(e)
+	cur := r.tab.Get(r.p)
+	e := entryOf(cur)
 	e.expireMs = expireMs
-	r.tab.Set(r.p, tableEntry(v, e))
-	if d := bytesCost(entry{kind: v.Kind, b: v.Bytes}) - old; d != 0 {
+	te := tableEntry(v, e)
+	old := bytesCost(cur) // before Set: cur.Bytes may alias the record Set frees
+	r.tab.Set(r.p, te)
+	if d := bytesCost(te) - old; d != 0 {
 		s.account(sh, db, 0, d)
 	}
 }
@@ -616,13 +642,18 @@ func (t Tx) peek(db int, key []byte) (entry, bool) {
 }
 
 // Get returns the value of key and whether it exists.
-func (t Tx) Get(db int, key []byte) (Value, bool) {
+func (t Tx) Get(db int, key []byte) (Value, bool) { return t.GetIn(db, key, nil) }
+
+// GetIn is Get, with a packed state's bytes (packed.go) appended to buf[:0]
+// rather than to a new slice: a hot path that owns a buffer of PackedLen
+// bytes allocates nothing.
+func (t Tx) GetIn(db int, key, buf []byte) (Value, bool) {
 	sh, h := t.shardHash(key)
 	r, ok := t.lookup(sh, db, key, h)
 	if !ok {
 		return Value{}, false
 	}
-	return r.get().value(), true
+	return r.get().valueIn(buf), true
 }
 
 // Exists reports whether key exists.
@@ -671,10 +702,9 @@ func (t Tx) put(sh *shard, db int, key []byte, h uint64, r ref, ok bool, v Value
 			tab = table.New(t.s.hash)
 			sh.dbs[db] = tab
 		}
-		e := entry{atime: t.nowMs / 1000, expireMs: expireMs}
-		r = ref{tab, tab.Insert(key, h, tableEntry(v, e))}
-		e.kind, e.n, e.b = v.Kind, v.Int, v.Bytes
-		t.s.account(sh, db, 1, cost(key, e))
+		te := tableEntry(v, entry{atime: t.nowMs / 1000, expireMs: expireMs})
+		r = ref{tab, tab.Insert(key, h, te)}
+		t.s.account(sh, db, 1, cost(key, te))
 		if expireMs != 0 {
 			sh.expires[db]++
 		}
@@ -739,7 +769,11 @@ func (t Tx) SetExpire(db int, key []byte, expireMs int64) bool {
 			sh.expires[db]--
 		}
 	}
-	r.tab.SetExpire(r.p, expireMs)
+	if e := r.get(); packable(e.kind) {
+		t.s.setValue(sh, db, r, e.value(), expireMs) // packed from the expiry
+	} else {
+		r.tab.SetExpire(r.p, expireMs)
+	}
 	t.s.changed(sh, db, key, r)
 	return true
 }
@@ -791,11 +825,12 @@ func (t Tx) Flush(db int) {
 // ms, 0 for none), in no particular order, until fn returns false. key and v
 // are valid only during the call.
 func (t Tx) ForEach(db int, fn func(key string, v Value, expireMs int64) bool) {
+	buf := make([]byte, 0, PackedLen)
 	for i := range t.s.shards {
 		more := true
 		t.s.shards[i].each(db, 0, func(k []byte, r ref) bool {
 			if e := r.get(); !t.expired(e) {
-				more = fn(string(k), e.value(), e.expireMs)
+				more = fn(string(k), e.valueIn(buf), e.expireMs)
 			}
 			return more
 		})
@@ -824,6 +859,7 @@ func (t Tx) Scan(db int, cursor uint64, count int, fn func(key string, v Value))
 		e entry
 	}
 	var picked []hk
+	buf := make([]byte, 0, PackedLen)
 	// Visit shards until count keys are found, like Redis returning about
 	// COUNT elements per call.
 	for ; si < uint64(len(t.s.shards)) && count > 0; si, from = si+1, 0 {
@@ -843,7 +879,7 @@ func (t Tx) Scan(db int, cursor uint64, count int, fn func(key string, v Value))
 		}
 		for _, p := range picked[:n] {
 			if !t.expired(p.e) {
-				fn(p.k, p.e.value())
+				fn(p.k, p.e.valueIn(buf))
 			}
 		}
 		count -= n
