@@ -78,6 +78,7 @@ type Store struct {
 	keys        atomic.Int64 // keys in every database, expired ones included until removed
 	memory      atomic.Int64 // accounted bytes of every key (see EntryOverhead)
 	expiredKeys atomic.Int64 // keys removed because their TTL passed
+	released    atomic.Int64 // bytes the sweeper's table steps let go (Released)
 	evictedKeys atomic.Int64 // keys removed to stay under MaxKeys/MaxMemory
 	// evict wakes the background evictor when a write could not evict
 	// enough from its own shard.
@@ -983,9 +984,23 @@ func (s *Store) stepTables(i int, now int64) (busy bool) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	for _, tab := range sh.dbs {
-		if tab != nil && tab.Step(tableStep, floorDiv(now, 1e9)) {
+		if tab == nil {
+			continue
+		}
+		before := tab.Memory()
+		if tab.Step(tableStep, floorDiv(now, 1e9)) {
 			busy = true
+		}
+		if d := before - tab.Memory(); d > 0 {
+			s.released.Add(d)
 		}
 	}
 	return busy
 }
+
+// Released returns the bytes the sweeper's table steps have let go so far:
+// the old arrays of a rehash they finished, the arena chunks a compaction
+// emptied. It is garbage that no allocation shows: a burst of writes ends
+// with rehashes under way, which the sweeper finishes once the node is
+// idle, after the server's idle release may have run (server/idlemem.go).
+func (s *Store) Released() int64 { return s.released.Load() }
