@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"sync/atomic"
 	"time"
+
+	"github.com/throttleddb/throttled/resp"
 )
 
 // The load: workers of three kinds, each drawing commands from the same mix.
@@ -40,36 +42,36 @@ type op struct {
 
 var mix = []op{
 	{"CL.THROTTLE", 30, func(b []byte, r *rand.Rand, keys int, _ string) []byte {
-		return appendCmd(b, "CL.THROTTLE", key("cl:", r, keys), "15", "30", "60")
+		return resp.AppendCommand(b, "CL.THROTTLE", key("cl:", r, keys), "15", "30", "60")
 	}},
 	{"FWC.THROTTLE", 6, func(b []byte, r *rand.Rand, keys int, _ string) []byte {
-		return appendCmd(b, "FWC.THROTTLE", key("fwc:", r, keys), "100", "60")
+		return resp.AppendCommand(b, "FWC.THROTTLE", key("fwc:", r, keys), "100", "60")
 	}},
 	{"SWL.THROTTLE", 6, func(b []byte, r *rand.Rand, keys int, _ string) []byte {
-		return appendCmd(b, "SWL.THROTTLE", key("swl:", r, keys), "20", "10")
+		return resp.AppendCommand(b, "SWL.THROTTLE", key("swl:", r, keys), "20", "10")
 	}},
 	{"SWC.THROTTLE", 6, func(b []byte, r *rand.Rand, keys int, _ string) []byte {
-		return appendCmd(b, "SWC.THROTTLE", key("swc:", r, keys), "100", "60")
+		return resp.AppendCommand(b, "SWC.THROTTLE", key("swc:", r, keys), "100", "60")
 	}},
 	{"TB.THROTTLE", 6, func(b []byte, r *rand.Rand, keys int, _ string) []byte {
-		return appendCmd(b, "TB.THROTTLE", key("tb:", r, keys), "50", "10", "1")
+		return resp.AppendCommand(b, "TB.THROTTLE", key("tb:", r, keys), "50", "10", "1")
 	}},
 	{"LB.THROTTLE", 6, func(b []byte, r *rand.Rand, keys int, _ string) []byte {
-		return appendCmd(b, "LB.THROTTLE", key("lb:", r, keys), "10", "5", "1")
+		return resp.AppendCommand(b, "LB.THROTTLE", key("lb:", r, keys), "10", "5", "1")
 	}},
 	{"GET", 15, func(b []byte, r *rand.Rand, keys int, _ string) []byte {
-		return appendCmd(b, "GET", key("s:", r, keys))
+		return resp.AppendCommand(b, "GET", key("s:", r, keys))
 	}},
 	{"SET EX", 8, func(b []byte, r *rand.Rand, keys int, _ string) []byte {
-		return appendCmd(b, "SET", key("s:", r, keys), "value-of-some-32-bytes-0123456789", "EX", "30")
+		return resp.AppendCommand(b, "SET", key("s:", r, keys), "value-of-some-32-bytes-0123456789", "EX", "30")
 	}},
 	{"INCR", 8, func(b []byte, r *rand.Rand, keys int, _ string) []byte {
 		// A bounded set of counters that never expire, as a gateway's
 		// long-lived totals.
-		return appendCmd(b, "INCR", key("c:", r, min(keys, 1000)))
+		return resp.AppendCommand(b, "INCR", key("c:", r, min(keys, 1000)))
 	}},
 	{"EVALSHA", 9, func(b []byte, r *rand.Rand, keys int, sha string) []byte {
-		return appendCmd(b, "EVALSHA", sha, "1", key("lua:", r, keys), "15", "30", "60", "1")
+		return resp.AppendCommand(b, "EVALSHA", sha, "1", key("lua:", r, keys), "15", "30", "60", "1")
 	}},
 }
 
@@ -95,21 +97,6 @@ func pick(b []byte, r *rand.Rand, keys int, sha string) []byte {
 		w -= o.weight
 	}
 	panic("unreachable")
-}
-
-// appendCmd appends args as a RESP multibulk request.
-func appendCmd(b []byte, args ...string) []byte {
-	b = append(b, '*')
-	b = strconv.AppendInt(b, int64(len(args)), 10)
-	b = append(b, '\r', '\n')
-	for _, a := range args {
-		b = append(b, '$')
-		b = strconv.AppendInt(b, int64(len(a)), 10)
-		b = append(b, '\r', '\n')
-		b = append(b, a...)
-		b = append(b, '\r', '\n')
-	}
-	return b
 }
 
 // counters are what the workers did, added up.
@@ -193,7 +180,7 @@ func (w *worker) run(ctx context.Context) {
 		buf = buf[:0]
 		want := n
 		if w.kind == "churn" {
-			buf = appendCmd(buf, "PING")
+			buf = resp.AppendCommand(buf, "PING")
 			want++
 		}
 		for range n {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"log/slog"
 	"net"
-	"strconv"
 	"sync"
 	"time"
 
@@ -161,7 +160,7 @@ func (l *link) run() {
 		}
 		buf = buf[:0]
 		for _, r := range l.take(true) {
-			buf = appendCommand(buf, r.args)
+			buf = resp.AppendCommand(buf, r.args...)
 		}
 		if len(buf) == 0 {
 			continue
@@ -192,7 +191,7 @@ func (l *link) dial() (net.Conn, error) {
 		return conn, err
 	}
 	conn.SetDeadline(time.Now().Add(dialTimeout))
-	if _, err := conn.Write(appendCommand(nil, [][]byte{[]byte("AUTH"), []byte(l.f.password)})); err != nil {
+	if _, err := conn.Write(resp.AppendCommand(nil, "AUTH", l.f.password)); err != nil {
 		conn.Close()
 		return nil, err
 	}
@@ -252,21 +251,6 @@ func failRequests(reqs []request, reply []byte) {
 	for _, r := range reqs {
 		r.done(bytes.Clone(reply))
 	}
-}
-
-// appendCommand appends args as a RESP multibulk request.
-func appendCommand(b []byte, args [][]byte) []byte {
-	b = append(b, '*')
-	b = strconv.AppendInt(b, int64(len(args)), 10)
-	b = append(b, '\r', '\n')
-	for _, a := range args {
-		b = append(b, '$')
-		b = strconv.AppendInt(b, int64(len(a)), 10)
-		b = append(b, '\r', '\n')
-		b = append(b, a...)
-		b = append(b, '\r', '\n')
-	}
-	return b
 }
 
 // replyReader reads whole replies, as raw bytes, from a connection.
