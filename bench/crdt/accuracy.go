@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/throttleddb/throttled/bench/internal/accuracy"
+	"github.com/throttleddb/throttled/bench/internal/harness"
 )
 
 // accSizes are the meshes the accuracy workload is spread over.
@@ -97,7 +98,7 @@ func writeAccuracy(w io.Writer, res *accResults) {
 		"(`--debug-clock --crdt-sync-interval %v`), all in this run. In a mesh each request goes to the next node in turn, in time order; "+
 		"the replay models a replication lag of **%v of simulated time**: a batch of requests spans at most that, the nodes run their parts of it at once, "+
 		"and every node merges the others' writes before the next batch. So a request sees every other node's request made %v or more before it, "+
-		"and may or may not see those made less than that before.\n\n", joinInts(accSizes, " and "), accSyncInterval, cfg.Lag, cfg.Lag)
+		"and may or may not see those made less than that before.\n\n", harness.JoinInts(accSizes, " and "), accSyncInterval, cfg.Lag, cfg.Lag)
 	accuracy.Describe(w, cfg)
 	fmt.Fprintf(w, "\nDeviation (over-admitted / under-admitted). \"Allowed vs single\" compares the requests allowed with the single node's; "+
 		"the study's figures (crdt-design.md section 5, Δ = 5 ms, N = 2 / 3) are that measure on its own workload (300 req/s on one key), not a deviation.\n\n")

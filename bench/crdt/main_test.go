@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/throttleddb/throttled/bench/internal/redisbench"
 )
 
 func TestParseFlags(t *testing.T) {
@@ -77,9 +79,9 @@ func TestPercentiles(t *testing.T) {
 func TestWriteThroughput(t *testing.T) {
 	cfg, _ := parseFlags(nil, io.Discard)
 	res := &results{pipelines: []int{1, 16}, runs: 2, seconds: 5, clients: []int{17, 17, 16}, rest: 90 * time.Millisecond,
-		samples: map[mkey][]sample{
-			{1, singleSetup}: {{rps: 100}, {rps: 200}}, {1, oneSetup}: {{rps: 80}, {rps: 150}}, {1, spreadSetup}: {{rps: 90}, {rps: 180}},
-			{16, singleSetup}: {{rps: 1000}, {rps: 1000}}, {16, oneSetup}: {{rps: 500}, {rps: 600}}, {16, spreadSetup}: {{rps: 700}, {rps: 700}},
+		samples: map[mkey]redisbench.Series{
+			{1, singleSetup}: {{RPS: 100}, {RPS: 200}}, {1, oneSetup}: {{RPS: 80}, {RPS: 150}}, {1, spreadSetup}: {{RPS: 90}, {RPS: 180}},
+			{16, singleSetup}: {{RPS: 1000}, {RPS: 1000}}, {16, oneSetup}: {{RPS: 500}, {RPS: 600}}, {16, spreadSetup}: {{RPS: 700}, {RPS: 700}},
 		},
 		cpu: map[mkey][]float64{{1, singleSetup}: {2, 4}},
 	}

@@ -48,7 +48,7 @@ func writeThroughput(w io.Writer, cfg config, res *results) {
 	fmt.Fprintf(w, "Single node: `--threads %d --dir <tmp>/single`%s (appendfsync everysec, the default). ", cfg.threads, threadsNote(cfg.threads))
 	fmt.Fprintf(w, "Mesh nodes: the same plus `--replication crdt --node-id X --cluster-addr <free> --peers a=...,b=...,c=... --crdt-sync-interval %v`. ", cfg.intervals[0])
 	fmt.Fprintf(w, "Load on one node: every client on node a. Load spread: one redis-benchmark per node at once with %s clients, rps added up; "+
-		"each is sized by two unmeasured runs (the second about a second long) to last as long as the others. ", joinInts(res.clients, "/"))
+		"each is sized by two unmeasured runs (the second about a second long) to last as long as the others. ", harness.JoinInts(res.clients, "/"))
 	fmt.Fprintf(w, "Each measured run lasts about %g s. Figures are the median of %d runs (± half the min-max range); the setups take turns, "+
 		"in an order reversed every other run, each after the servers have been idle for a second (at most twice the %v of CPU per second "+
 		"they used together at rest, plus 20 ms). Latency (ms) is redis-benchmark's p50 and p99 (with -P, of a whole pipeline), "+
@@ -63,28 +63,21 @@ func writeThroughput(w io.Writer, cfg config, res *results) {
 		fmt.Fprintf(w, "| %s |", s)
 		for _, pl := range res.pipelines {
 			smp := res.samples[mkey{pl, s}]
-			fmt.Fprintf(w, " %s | %s | %s | %s |", harness.RPSCell(field(smp, rpsOf)), msCell(field(smp, p50Of)), msCell(field(smp, p99Of)),
+			fmt.Fprintf(w, " %s | %s | %s | %s |", harness.RPSCell(smp.RPS()), harness.MsCell(smp.P50()), harness.MsCell(smp.P99()),
 				oneDecimal(harness.Median(res.cpu[mkey{pl, s}])))
 		}
 		fmt.Fprintln(w)
 	}
-	fmt.Fprintf(w, "\nA ratio is the median of the runs' ratios, its two figures measured in the same run.\n\n| ratio |")
-	for _, pl := range res.pipelines {
-		fmt.Fprintf(w, " P=%d |", pl)
-	}
-	for _, pl := range res.pipelines {
-		fmt.Fprintf(w, " each run, P=%d |", pl)
-	}
-	fmt.Fprintf(w, " bar |\n|---|%s%s---|\n", strings.Repeat("---:|", len(res.pipelines)), strings.Repeat("---|", len(res.pipelines)))
+	fmt.Fprintf(w, "\nA ratio is the median of the runs' ratios, its two figures measured in the same run.\n\n")
+	harness.RatioHeader(w, res.pipelines)
 	for _, q := range ratios {
 		fmt.Fprintf(w, "| %s |", q.label)
 		for _, pl := range res.pipelines {
-			num, den := field(res.samples[mkey{pl, q.num}], rpsOf), field(res.samples[mkey{pl, q.den}], rpsOf)
-			v := harness.PairedRatio(num, den)
+			v := harness.PairedRatio(res.samples[mkey{pl, q.num}].RPS(), res.samples[mkey{pl, q.den}].RPS())
 			fmt.Fprintf(w, " %s |", harness.BarCell(v, q.bar > 0, v >= q.bar))
 		}
 		for _, pl := range res.pipelines {
-			fmt.Fprintf(w, " %s |", runsCell(harness.Ratios(field(res.samples[mkey{pl, q.num}], rpsOf), field(res.samples[mkey{pl, q.den}], rpsOf))))
+			fmt.Fprintf(w, " %s |", harness.RunsCell(harness.Ratios(res.samples[mkey{pl, q.num}].RPS(), res.samples[mkey{pl, q.den}].RPS())))
 		}
 		if q.bar > 0 {
 			fmt.Fprintf(w, " ≥ %g |\n", q.bar)
@@ -140,35 +133,4 @@ func oneDecimal(v float64) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.1f", v)
-}
-
-func rpsOf(s sample) float64 { return s.rps }
-func p50Of(s sample) float64 { return s.p50 }
-func p99Of(s sample) float64 { return s.p99 }
-
-func field(samples []sample, f func(sample) float64) []float64 {
-	out := make([]float64, len(samples))
-	for i, s := range samples {
-		out[i] = f(s)
-	}
-	return out
-}
-
-func runsCell(rs []float64) string {
-	if len(rs) == 0 {
-		return "-"
-	}
-	out := make([]string, len(rs))
-	for i, r := range rs {
-		out[i] = fmt.Sprintf("%.2f", r)
-	}
-	return strings.Join(out, " ")
-}
-
-func joinInts(xs []int, sep string) string {
-	out := make([]string, len(xs))
-	for i, x := range xs {
-		out[i] = fmt.Sprint(x)
-	}
-	return strings.Join(out, sep)
 }

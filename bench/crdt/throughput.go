@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -54,12 +53,6 @@ func (s setup) String() string { return setupLabels[s] }
 // setupFiles name the setups in -profile's file names.
 var setupFiles = map[setup]string{singleSetup: "single", oneSetup: "one", spreadSetup: "spread"}
 
-// sample is one measured run of one setup.
-type sample struct {
-	rps      float64
-	p50, p99 float64 // ms; with the clients spread, the highest of the nodes'
-}
-
 type mkey struct {
 	pipeline int
 	setup    setup
@@ -71,7 +64,7 @@ type results struct {
 	runs      int
 	seconds   float64
 	clients   []int // the spread setup's clients per node
-	samples   map[mkey][]sample
+	samples   map[mkey]redisbench.Series
 	rest      time.Duration // CPU per second the servers use at rest, together
 	// cpu is each setup's server CPU per request (µs), per run.
 	cpu map[mkey][]float64
@@ -92,7 +85,7 @@ func (r *runner) throughput(ctx context.Context) (*results, error) {
 	defer r.stop(mesh...)
 	all := append([]*node{single}, mesh...)
 	res := &results{pipelines: r.cfg.pipelines, runs: r.cfg.runs, seconds: r.cfg.seconds,
-		clients: harness.SplitEven(r.cfg.clients, meshSize), samples: map[mkey][]sample{}, cpu: map[mkey][]float64{}}
+		clients: harness.SplitEven(r.cfg.clients, meshSize), samples: map[mkey]redisbench.Series{}, cpu: map[mkey][]float64{}}
 	if res.rest, err = harness.RestCPU(ctx, pids(all)); err != nil {
 		return nil, err
 	}
@@ -175,7 +168,7 @@ func (r *runner) throughput(ctx context.Context) (*results, error) {
 				}
 				res.cpu[k] = append(res.cpu[k], float64((after-before).Microseconds())/float64(total))
 				r.logf("P=%-3d run %d/%d  %-40s %9.0f rps, p50 %.3f ms, p99 %.3f ms, %.1f µs CPU/request", pl, run+1, r.cfg.runs, s,
-					smp.rps, smp.p50, smp.p99, res.cpu[k][len(res.cpu[k])-1])
+					smp.RPS, smp.P50, smp.P99, res.cpu[k][len(res.cpu[k])-1])
 			}
 		}
 	}
@@ -198,42 +191,24 @@ func cpuOf(pids []int) (time.Duration, error) {
 // redisBench runs one redis-benchmark per node at once, with clients[i]
 // connections and requests[i] requests on nodes[i], and returns their
 // summed rps and highest latencies, and each one's rps.
-func (r *runner) redisBench(ctx context.Context, nodes []*node, clients, requests []int, pl int) (sample, []float64, error) {
-	out := make([]redisbench.Result, len(nodes))
-	errs := make([]error, len(nodes))
-	var wg sync.WaitGroup
+func (r *runner) redisBench(ctx context.Context, nodes []*node, clients, requests []int, pl int) (redisbench.Figures, []float64, error) {
+	opts := make([]redisbench.Options, len(nodes))
 	for i, n := range nodes {
-		wg.Go(func() {
-			bctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
-			defer cancel()
-			out[i], errs[i] = redisbench.Run(bctx, redisbench.Options{
-				Bin: r.cfg.benchBin, Addr: n.addr, Clients: clients[i], Requests: requests[i], KeySpace: r.cfg.load.keys,
-				Pipeline: pl, Command: r.cfg.load.cmd,
-			})
-		})
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		if ctx.Err() != nil {
-			return sample{}, nil, ctx.Err()
+		opts[i] = redisbench.Options{
+			Bin: r.cfg.benchBin, Addr: n.addr, Clients: clients[i], Requests: requests[i], KeySpace: r.cfg.load.keys,
+			Pipeline: pl, Command: r.cfg.load.cmd,
 		}
-		return sample{}, nil, r.withOutput(err)
 	}
-	var smp sample
+	out, err := redisbench.RunAll(ctx, 10*time.Minute, opts)
+	if err != nil {
+		if ctx.Err() != nil {
+			return redisbench.Figures{}, nil, err
+		}
+		return redisbench.Figures{}, nil, r.withOutput(err)
+	}
 	rps := make([]float64, len(out))
 	for i, o := range out {
 		rps[i] = float64(int64(o.RPS + 0.5))
-		smp.rps += o.RPS
-		smp.p50 = max(smp.p50, o.P50)
-		smp.p99 = max(smp.p99, o.P99)
 	}
-	return smp, rps, nil
-}
-
-// msCell is the median latency in ms; "-" without figures.
-func msCell(xs []float64) string {
-	if m := harness.Median(xs); m > 0 {
-		return fmt.Sprintf("%.2f", m)
-	}
-	return "-"
+	return redisbench.Sum(out), rps, nil
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/throttleddb/throttled/bench/internal/harness"
+	"github.com/throttleddb/throttled/bench/internal/redisbench"
 	"github.com/throttleddb/throttled/internal/proc"
 	"github.com/throttleddb/throttled/internal/procattr"
 )
@@ -132,7 +133,7 @@ func healthy(addr string) func(context.Context) error {
 
 // put runs etcdload: clients goroutines each put one key at a time into
 // the leader for about seconds.
-func (e *etcd) put(ctx context.Context, clients int, seconds float64, wrap []string) (sample, error) {
+func (e *etcd) put(ctx context.Context, clients int, seconds float64, wrap []string) (redisbench.Figures, error) {
 	var addrs []string
 	for _, m := range e.members {
 		addrs = append(addrs, m.clientAddr)
@@ -147,15 +148,15 @@ func (e *etcd) put(ctx context.Context, clients int, seconds float64, wrap []str
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
 		if ctx.Err() != nil {
-			return sample{}, ctx.Err()
+			return redisbench.Figures{}, ctx.Err()
 		}
-		return sample{}, fmt.Errorf("etcdload %s: %w\n%s", strings.Join(args, " "), err, bytes.TrimSpace(stderr.Bytes()))
+		return redisbench.Figures{}, fmt.Errorf("etcdload %s: %w\n%s", strings.Join(args, " "), err, bytes.TrimSpace(stderr.Bytes()))
 	}
 	var rep loadReport
 	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
-		return sample{}, fmt.Errorf("etcdload's report: %w", err)
+		return redisbench.Figures{}, fmt.Errorf("etcdload's report: %w", err)
 	}
-	return rep.sample()
+	return rep.figures()
 }
 
 // loadReport is what etcdload prints (its Report).
@@ -165,15 +166,15 @@ type loadReport struct {
 	LatencyUS []int64 `json:"latencies_us"`
 }
 
-// sample turns the report into throughput and latency percentiles.
-func (l loadReport) sample() (sample, error) {
+// figures turns the report into throughput and latency percentiles.
+func (l loadReport) figures() (redisbench.Figures, error) {
 	if len(l.LatencyUS) == 0 || l.ElapsedNS <= 0 {
-		return sample{}, fmt.Errorf("etcdload made no puts (%d in %d ns)", len(l.LatencyUS), l.ElapsedNS)
+		return redisbench.Figures{}, fmt.Errorf("etcdload made no puts (%d in %d ns)", len(l.LatencyUS), l.ElapsedNS)
 	}
 	lat := slices.Sorted(slices.Values(l.LatencyUS))
-	return sample{
-		rps: float64(len(lat)) / (float64(l.ElapsedNS) / 1e9),
-		p50: float64(harness.Percentile(lat, 50)) / 1000,
-		p99: float64(harness.Percentile(lat, 99)) / 1000,
+	return redisbench.Figures{
+		RPS: float64(len(lat)) / (float64(l.ElapsedNS) / 1e9),
+		P50: float64(harness.Percentile(lat, 50)) / 1000,
+		P99: float64(harness.Percentile(lat, 99)) / 1000,
 	}, nil
 }

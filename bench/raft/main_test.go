@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/throttleddb/throttled/bench/internal/redisbench"
 )
 
 func TestParseFlags(t *testing.T) {
@@ -36,11 +38,11 @@ func TestLoadReportSample(t *testing.T) {
 	for i := int64(200); i >= 1; i-- {
 		lat = append(lat, i)
 	}
-	got, err := loadReport{ElapsedNS: 2e9, LatencyUS: lat}.sample()
-	if want := (sample{rps: 100, p50: 0.1, p99: 0.198}); err != nil || got != want {
-		t.Errorf("sample = %+v, %v; want %+v", got, err, want)
+	got, err := loadReport{ElapsedNS: 2e9, LatencyUS: lat}.figures()
+	if want := (redisbench.Figures{RPS: 100, P50: 0.1, P99: 0.198}); err != nil || got != want {
+		t.Errorf("figures = %+v, %v; want %+v", got, err, want)
 	}
-	if _, err := (loadReport{ElapsedNS: 1e9}).sample(); err == nil {
+	if _, err := (loadReport{ElapsedNS: 1e9}).figures(); err == nil {
 		t.Error("a report without puts: want an error")
 	}
 }
@@ -61,14 +63,14 @@ func TestRefusal(t *testing.T) {
 func TestWriteThroughput(t *testing.T) {
 	res := &results{pipelines: []int{1, 16}, runs: 2, seconds: 5, clients: []int{17, 17, 16}, rest: 90 * time.Millisecond,
 		refusals: []string{"UNKNOWN"}, terms: [2]uint64{2, 4},
-		samples: map[mkey][]sample{
-			{1, singleSetup}:  {{rps: 40000, p50: 0.5, p99: 2}, {rps: 50000, p50: 0.7, p99: 3}},
-			{1, leaderSetup}:  {{rps: 8000, p50: 5, p99: 20}, {rps: 12000, p50: 6, p99: 30}},
-			{1, spreadSetup}:  {{rps: 10000}, {rps: 14000}},
-			{1, etcdSetup}:    {{rps: 4000, p50: 12, p99: 40}, {rps: 5000, p50: 10, p99: 35}},
-			{16, singleSetup}: {{rps: 400000}, {rps: 500000}},
-			{16, leaderSetup}: {{rps: 50000}, {rps: 100000}},
-			{16, spreadSetup}: {{rps: 60000}, {rps: 60000}},
+		samples: map[mkey]redisbench.Series{
+			{1, singleSetup}:  {{RPS: 40000, P50: 0.5, P99: 2}, {RPS: 50000, P50: 0.7, P99: 3}},
+			{1, leaderSetup}:  {{RPS: 8000, P50: 5, P99: 20}, {RPS: 12000, P50: 6, P99: 30}},
+			{1, spreadSetup}:  {{RPS: 10000}, {RPS: 14000}},
+			{1, etcdSetup}:    {{RPS: 4000, P50: 12, P99: 40}, {RPS: 5000, P50: 10, P99: 35}},
+			{16, singleSetup}: {{RPS: 400000}, {RPS: 500000}},
+			{16, leaderSetup}: {{RPS: 50000}, {RPS: 100000}},
+			{16, spreadSetup}: {{RPS: 60000}, {RPS: 60000}},
 		},
 	}
 	var b strings.Builder

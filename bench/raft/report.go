@@ -60,7 +60,7 @@ func writeThroughput(w io.Writer, t setupText, res *results) {
 	fmt.Fprintf(w, "Single node: `%s` (appendfsync everysec, the default). ", t.single)
 	fmt.Fprintf(w, "Cluster members: `%s`. ", t.member)
 	fmt.Fprintf(w, "With the clients spread, one redis-benchmark per member runs at once with %s clients, and their rps add up; "+
-		"each is sized by a first, unmeasured run to last as long as the others. ", joinInts(res.clients, "/"))
+		"each is sized by a first, unmeasured run to last as long as the others. ", harness.JoinInts(res.clients, "/"))
 	if t.etcd != "" {
 		fmt.Fprintf(w, "etcd members: `%s`; bench/raft/etcdload puts random keys of 8 bytes (out of %d) with 256-byte values "+
 			"from %d goroutines sharing one gRPC connection to the leader, one put in flight each. ", t.etcd, keySpace, clients)
@@ -87,7 +87,7 @@ func writeThroughput(w io.Writer, t setupText, res *results) {
 		fmt.Fprintf(w, "| %s |", s)
 		for _, pl := range res.pipelines {
 			smp := res.samples[mkey{pl, s}]
-			fmt.Fprintf(w, " %s | %s | %s |", harness.RPSCell(field(smp, rpsOf)), msCell(field(smp, p50Of)), msCell(field(smp, p99Of)))
+			fmt.Fprintf(w, " %s | %s | %s |", harness.RPSCell(smp.RPS()), harness.MsCell(smp.P50()), harness.MsCell(smp.P99()))
 		}
 		fmt.Fprintln(w)
 	}
@@ -104,21 +104,14 @@ func writeThroughput(w io.Writer, t setupText, res *results) {
 	}
 
 	fmt.Fprintf(w, "\nA ratio is the median of the runs' ratios, its two figures measured in the same run, within a minute of each other.\n\n")
-	fmt.Fprintf(w, "| ratio |")
-	for _, pl := range res.pipelines {
-		fmt.Fprintf(w, " P=%d |", pl)
-	}
-	for _, pl := range res.pipelines {
-		fmt.Fprintf(w, " each run, P=%d |", pl)
-	}
-	fmt.Fprintf(w, " bar |\n|---|%s%s---|\n", strings.Repeat("---:|", len(res.pipelines)), strings.Repeat("---|", len(res.pipelines)))
+	harness.RatioHeader(w, res.pipelines)
 	for _, q := range ratios {
 		if q.den == etcdSetup && t.etcd == "" {
 			continue
 		}
 		fmt.Fprintf(w, "| %s |", q.label)
 		for _, pl := range res.pipelines {
-			num, den := field(res.samples[mkey{pl, q.num}], rpsOf), field(res.samples[mkey{pl, q.den}], rpsOf)
+			num, den := res.samples[mkey{pl, q.num}].RPS(), res.samples[mkey{pl, q.den}].RPS()
 			cell := "-"
 			if len(num) > 0 && len(den) > 0 {
 				cell = ratioCell(harness.PairedRatio(num, den), q, pl)
@@ -126,8 +119,8 @@ func writeThroughput(w io.Writer, t setupText, res *results) {
 			fmt.Fprintf(w, " %s |", cell)
 		}
 		for _, pl := range res.pipelines {
-			num, den := field(res.samples[mkey{pl, q.num}], rpsOf), field(res.samples[mkey{pl, q.den}], rpsOf)
-			fmt.Fprintf(w, " %s |", runsCell(harness.Ratios(num, den)))
+			num, den := res.samples[mkey{pl, q.num}].RPS(), res.samples[mkey{pl, q.den}].RPS()
+			fmt.Fprintf(w, " %s |", harness.RunsCell(harness.Ratios(num, den)))
 		}
 		if q.bar > 0 {
 			fmt.Fprintf(w, " ≥ %g at P=%d |\n", q.bar, q.barAt)
@@ -169,45 +162,4 @@ func writeFailovers(w io.Writer, tries []failoverTry) {
 		seconds(time.Duration(slices.Min(secs)*float64(time.Second))), seconds(time.Duration(slices.Max(secs)*float64(time.Second))))
 }
 
-func rpsOf(s sample) float64 { return s.rps }
-func p50Of(s sample) float64 { return s.p50 }
-func p99Of(s sample) float64 { return s.p99 }
-
-// field picks one figure out of each sample.
-func field(samples []sample, f func(sample) float64) []float64 {
-	out := make([]float64, len(samples))
-	for i, s := range samples {
-		out[i] = f(s)
-	}
-	return out
-}
-
-// msCell is the median latency in ms; "-" without samples or figures.
-func msCell(xs []float64) string {
-	if m := harness.Median(xs); m > 0 {
-		return fmt.Sprintf("%.2f", m)
-	}
-	return "-"
-}
-
-// runsCell lists each run's ratio, in run order.
-func runsCell(rs []float64) string {
-	if len(rs) == 0 {
-		return "-"
-	}
-	out := make([]string, len(rs))
-	for i, r := range rs {
-		out[i] = fmt.Sprintf("%.2f", r)
-	}
-	return strings.Join(out, " ")
-}
-
 func seconds(d time.Duration) string { return fmt.Sprintf("%.2f s", d.Seconds()) }
-
-func joinInts(xs []int, sep string) string {
-	out := make([]string, len(xs))
-	for i, x := range xs {
-		out[i] = fmt.Sprint(x)
-	}
-	return strings.Join(out, sep)
-}

@@ -2,11 +2,9 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/throttleddb/throttled/bench/internal/harness"
@@ -40,12 +38,6 @@ var setupLabels = map[setup]string{
 
 func (s setup) String() string { return setupLabels[s] }
 
-// sample is one measured run of one setup.
-type sample struct {
-	rps      float64
-	p50, p99 float64 // ms; with the clients spread, the highest of the nodes'
-}
-
 // mkey names a series of samples: a pipeline depth and a setup.
 type mkey struct {
 	pipeline int
@@ -58,7 +50,7 @@ type results struct {
 	runs      int
 	seconds   float64
 	clients   []int // the spread setup's clients per node
-	samples   map[mkey][]sample
+	samples   map[mkey]redisbench.Series
 	rest      time.Duration // CPU per second the servers use at rest, together
 	// refusals are the runs repeated because the cluster refused a
 	// command (see retry).
@@ -74,7 +66,7 @@ type results struct {
 // setups in an order reversed every other run; etcd goes with them at -P 1.
 func (r *runner) throughput(ctx context.Context) (*results, error) {
 	res := &results{pipelines: r.cfg.pipelines, runs: r.cfg.runs, seconds: r.cfg.seconds,
-		clients: harness.SplitEven(r.cfg.clients, clusterSize), samples: map[mkey][]sample{}}
+		clients: harness.SplitEven(r.cfg.clients, clusterSize), samples: map[mkey]redisbench.Series{}}
 	var err error
 	if res.rest, err = harness.RestCPU(ctx, r.pids()); err != nil {
 		return nil, err
@@ -117,7 +109,7 @@ func (r *runner) throughput(ctx context.Context) (*results, error) {
 				if err := harness.WaitIdle(ctx, r.pids(), res.rest, r.logf); err != nil {
 					return nil, err
 				}
-				var smp sample
+				var smp redisbench.Figures
 				err := r.retry(ctx, res, func() (err error) {
 					smp, err = r.measure(ctx, s, pl, requests[s], res)
 					return err
@@ -127,7 +119,7 @@ func (r *runner) throughput(ctx context.Context) (*results, error) {
 				}
 				k := mkey{pl, s}
 				res.samples[k] = append(res.samples[k], smp)
-				r.logf("P=%-3d run %d/%d  %-40s %9.0f rps, p50 %.3f ms, p99 %.3f ms", pl, run+1, r.cfg.runs, s, smp.rps, smp.p50, smp.p99)
+				r.logf("P=%-3d run %d/%d  %-40s %9.0f rps, p50 %.3f ms, p99 %.3f ms", pl, run+1, r.cfg.runs, s, smp.RPS, smp.P50, smp.P99)
 			}
 		}
 	}
@@ -176,13 +168,13 @@ func refusal(out string) string {
 }
 
 // measure runs setup s once.
-func (r *runner) measure(ctx context.Context, s setup, pl int, requests []int, res *results) (sample, error) {
+func (r *runner) measure(ctx context.Context, s setup, pl int, requests []int, res *results) (redisbench.Figures, error) {
 	if s == etcdSetup {
 		return r.etcd.put(ctx, r.cfg.clients, r.cfg.seconds, harness.ClientWrap(r.cfg.pin))
 	}
 	addrs, clients, err := r.targets(ctx, s)
 	if err != nil {
-		return sample{}, err
+		return redisbench.Figures{}, err
 	}
 	smp, _, err := r.redisBench(ctx, addrs, clients, requests, pl)
 	if err != nil || s != leaderSetup {
@@ -221,36 +213,26 @@ func (r *runner) targets(ctx context.Context, s setup) ([]string, []int, error) 
 // redisBench runs one redis-benchmark per address at once, with clients[i]
 // connections and requests[i] requests on addrs[i], and returns their
 // summed rps and highest latencies, and each one's rps.
-func (r *runner) redisBench(ctx context.Context, addrs []string, clients, requests []int, pl int) (sample, []float64, error) {
-	out := make([]redisbench.Result, len(addrs))
-	errs := make([]error, len(addrs))
-	var wg sync.WaitGroup
+func (r *runner) redisBench(ctx context.Context, addrs []string, clients, requests []int, pl int) (redisbench.Figures, []float64, error) {
+	opts := make([]redisbench.Options, len(addrs))
 	for i, addr := range addrs {
-		wg.Go(func() {
-			bctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
-			defer cancel()
-			out[i], errs[i] = redisbench.Run(bctx, redisbench.Options{
-				Bin: r.cfg.benchBin, Addr: addr, Clients: clients[i], Requests: requests[i], KeySpace: keySpace,
-				Pipeline: pl, Command: throttleCmd, Wrap: harness.ClientWrap(r.cfg.pin),
-			})
-		})
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		if ctx.Err() != nil {
-			return sample{}, nil, ctx.Err()
+		opts[i] = redisbench.Options{
+			Bin: r.cfg.benchBin, Addr: addr, Clients: clients[i], Requests: requests[i], KeySpace: keySpace,
+			Pipeline: pl, Command: throttleCmd, Wrap: harness.ClientWrap(r.cfg.pin),
 		}
-		return sample{}, nil, r.withServerOutput(err)
 	}
-	var smp sample
+	out, err := redisbench.RunAll(ctx, 10*time.Minute, opts)
+	if err != nil {
+		if ctx.Err() != nil {
+			return redisbench.Figures{}, nil, err
+		}
+		return redisbench.Figures{}, nil, r.withServerOutput(err)
+	}
 	rps := make([]float64, len(out))
 	for i, o := range out {
 		rps[i] = o.RPS
-		smp.rps += o.RPS
-		smp.p50 = max(smp.p50, o.P50)
-		smp.p99 = max(smp.p99, o.P99)
 	}
-	return smp, rps, nil
+	return redisbench.Sum(out), rps, nil
 }
 
 // withServerOutput adds the last lines of every throttled node's output,

@@ -265,6 +265,51 @@ func BarCell(v float64, applies, met bool) string {
 	return fmt.Sprintf("**%.2f ✗**", v)
 }
 
+// MsCell formats the median of xs, latencies in ms, as 1.23; "-" when
+// there are none or the median is 0 (redis-benchmark before 7.0 reports no
+// latency).
+func MsCell(xs []float64) string {
+	if m := Median(xs); m > 0 {
+		return fmt.Sprintf("%.2f", m)
+	}
+	return "-"
+}
+
+// RunsCell lists each run's ratio, in run order, as "1.02 0.98"; "-" when
+// there are none.
+func RunsCell(rs []float64) string {
+	if len(rs) == 0 {
+		return "-"
+	}
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = fmt.Sprintf("%.2f", r)
+	}
+	return strings.Join(out, " ")
+}
+
+// JoinInts formats xs joined by sep: 17/17/16.
+func JoinInts(xs []int, sep string) string {
+	out := make([]string, len(xs))
+	for i, x := range xs {
+		out[i] = strconv.Itoa(x)
+	}
+	return strings.Join(out, sep)
+}
+
+// RatioHeader writes the head of a ratio table: a column per pipeline
+// depth for the ratio, one per depth for each run's ratios, and the bar.
+func RatioHeader(w io.Writer, pipelines []int) {
+	fmt.Fprintf(w, "| ratio |")
+	for _, pl := range pipelines {
+		fmt.Fprintf(w, " P=%d |", pl)
+	}
+	for _, pl := range pipelines {
+		fmt.Fprintf(w, " each run, P=%d |", pl)
+	}
+	fmt.Fprintf(w, " bar |\n|---|%s%s---|\n", strings.Repeat("---:|", len(pipelines)), strings.Repeat("---|", len(pipelines)))
+}
+
 // Main runs a benchmark program and exits: it parses the command line with
 // parse, then runs body until it returns or Ctrl-C/SIGTERM cancels its
 // context. Exit codes: 0 done (or -h), 2 bad flags, 1 failed, 130

@@ -3,6 +3,7 @@ package harness
 import (
 	"math"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -72,6 +73,13 @@ func TestCells(t *testing.T) {
 		{BarCell(2.5, true, true), "2.50 ✓"},
 		{BarCell(2.5, false, false), "2.50"},
 		{BarCell(math.Inf(1), true, true), "-"},
+		{MsCell(nil), "-"},
+		{MsCell([]float64{0, 0}), "-"},
+		{MsCell([]float64{0.3, 0.1, 0.25}), "0.25"},
+		{RunsCell(nil), "-"},
+		{RunsCell([]float64{1.014, 0.5}), "1.01 0.50"},
+		{JoinInts([]int{17, 17, 16}, "/"), "17/17/16"},
+		{ratioHeader([]int{1, 16}), "| ratio | P=1 | P=16 | each run, P=1 | each run, P=16 | bar |\n|---|---:|---:|---|---|---|\n"},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("got %q, want %q", tc.got, tc.want)
@@ -98,4 +106,10 @@ func TestParseRSS(t *testing.T) {
 	if _, err := ParseRSS("Name:\tx\n"); err == nil {
 		t.Error("ParseRSS without VmRSS: want an error")
 	}
+}
+
+func ratioHeader(pipelines []int) string {
+	var b strings.Builder
+	RatioHeader(&b, pipelines)
+	return b.String()
 }

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/throttleddb/throttled/internal/proc"
@@ -121,6 +122,63 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		return fail(err.Error())
 	}
 	return res, nil
+}
+
+// RunAll runs one redis-benchmark per element of opts, all at once, each
+// for at most timeout, and returns their results in the order of opts. The
+// error joins those of the runs that failed; ctx's error when it was
+// cancelled.
+func RunAll(ctx context.Context, timeout time.Duration, opts []Options) ([]Result, error) {
+	out := make([]Result, len(opts))
+	errs := make([]error, len(opts))
+	var wg sync.WaitGroup
+	for i, o := range opts {
+		wg.Go(func() {
+			rctx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			out[i], errs[i] = Run(rctx, o)
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		if ctx.Err() != nil {
+			return out, ctx.Err()
+		}
+		return out, err
+	}
+	return out, nil
+}
+
+// Sum is the figures of runs made at once against several servers, as one
+// system: their rps added up, and the highest of their latency percentiles.
+func Sum(rs []Result) Figures {
+	var f Figures
+	for _, r := range rs {
+		f.RPS += r.RPS
+		f.P50 = max(f.P50, r.P50)
+		f.P99 = max(f.P99, r.P99)
+	}
+	return f
+}
+
+// Series are the figures of the measured runs of one setup, in run order.
+type Series []Figures
+
+// RPS is each run's requests per second.
+func (s Series) RPS() []float64 { return s.column(func(f Figures) float64 { return f.RPS }) }
+
+// P50 is each run's median latency in ms.
+func (s Series) P50() []float64 { return s.column(func(f Figures) float64 { return f.P50 }) }
+
+// P99 is each run's 99th percentile latency in ms.
+func (s Series) P99() []float64 { return s.column(func(f Figures) float64 { return f.P99 }) }
+
+func (s Series) column(figure func(Figures) float64) []float64 {
+	out := make([]float64, len(s))
+	for i, f := range s {
+		out[i] = figure(f)
+	}
+	return out
 }
 
 // ParseCSV extracts the figures from redis-benchmark --csv output holding

@@ -87,8 +87,30 @@ func TestRunAgainstRedisServer(t *testing.T) {
 	if err != nil || res.RPS <= 0 || res.P50 <= 0 || res.P99 < res.P50 {
 		t.Fatalf("Run INCR = %+v, %v", res, err)
 	}
-	o.Command = []string{"NO.SUCH.COMMAND", "x"}
-	if _, err := Run(t.Context(), o); err == nil || !strings.Contains(err.Error(), "Error from server") {
+	bad := o
+	bad.Command = []string{"NO.SUCH.COMMAND", "x"}
+	if _, err := Run(t.Context(), bad); err == nil || !strings.Contains(err.Error(), "Error from server") {
 		t.Errorf("Run unknown command: err = %v, want one showing the server error", err)
+	}
+	// RunAll: results in the order asked, and a failed run's error.
+	get := o
+	get.Command = []string{"GET", "counter:__rand_int__"}
+	all, err := RunAll(t.Context(), time.Minute, []Options{o, get})
+	if err != nil || len(all) != 2 || !strings.Contains(all[0].Command, "INCR") || !strings.Contains(all[1].Command, "GET") {
+		t.Fatalf("RunAll = %+v, %v; want the INCR run, then the GET run", all, err)
+	}
+	if _, err := RunAll(t.Context(), time.Minute, []Options{o, bad}); err == nil || !strings.Contains(err.Error(), "NO.SUCH.COMMAND") {
+		t.Errorf("RunAll with a failing run: err = %v, want the failing run's", err)
+	}
+}
+
+func TestSumAndSeries(t *testing.T) {
+	got := Sum([]Result{{Figures: Figures{RPS: 100, P50: 0.5, P99: 2}}, {Figures: Figures{RPS: 50, P50: 0.7, P99: 1}}})
+	if want := (Figures{RPS: 150, P50: 0.7, P99: 2}); got != want {
+		t.Errorf("Sum = %+v; want %+v", got, want)
+	}
+	s := Series{{RPS: 1, P50: 2, P99: 3}, {RPS: 4, P50: 5, P99: 6}}
+	if !slices.Equal(s.RPS(), []float64{1, 4}) || !slices.Equal(s.P50(), []float64{2, 5}) || !slices.Equal(s.P99(), []float64{3, 6}) {
+		t.Errorf("Series columns = %v %v %v", s.RPS(), s.P50(), s.P99())
 	}
 }
