@@ -27,13 +27,11 @@ package main
 
 import (
 	"context"
-	"debug/buildinfo"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"runtime"
 	"strings"
 	"time"
@@ -97,14 +95,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	case hot:
 		c.load = hotLoad
 	}
-	if fs.NArg() > 0 {
-		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
-	}
 	var err error
-	if c.pipelines, err = harness.ParsePipelines(pipelines); err != nil {
-		return c, err
-	}
-	if c.skip, err = harness.ParseSkip(skip, parts); err != nil {
+	if c.pipelines, c.skip, err = harness.ParseParts(fs, pipelines, skip, parts); err != nil {
 		return c, err
 	}
 	for v := range strings.SplitSeq(intervals, ",") {
@@ -139,13 +131,13 @@ type runner struct {
 }
 
 func bench(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
-	r := &runner{cfg: cfg, live: map[*node]bool{}, logf: func(format string, a ...any) { fmt.Fprintf(stderr, format+"\n", a...) }}
+	r := &runner{cfg: cfg, live: map[*node]bool{}, logf: harness.Logf(stderr)}
 	return r.main(ctx, stdout)
 }
 
 func (r *runner) main(ctx context.Context, stdout io.Writer) error {
 	if !r.cfg.skip["throughput"] || !r.cfg.skip["lag"] {
-		if _, err := exec.LookPath(r.cfg.benchBin); err != nil {
+		if err := harness.LookPaths(r.cfg.benchBin); err != nil {
 			return err
 		}
 	}
@@ -186,18 +178,13 @@ func (r *runner) main(ctx context.Context, stdout io.Writer) error {
 		}
 		writeAccuracy(stdout, res)
 	}
-	fmt.Fprintf(stdout, "\nWhole run: %s. Load average at the end: %s.\n", time.Since(began).Round(time.Second), harness.LoadAvg())
+	harness.Footer(stdout, began)
 	return nil
 }
 
 func (r *runner) writeHeader(ctx context.Context, w io.Writer) {
-	goVersion := runtime.Version() + " (runner)"
-	if bi, err := buildinfo.ReadFile(r.bin); err == nil {
-		goVersion = bi.GoVersion + " (throttled binary)"
-	}
-	fmt.Fprintf(w, "## Active-active (CRDT) mesh: 3 nodes vs one node\n\n")
-	fmt.Fprintf(w, "- Command: `%s`\n", strings.TrimSpace("go run ./bench/crdt "+strings.Join(r.cfg.argv, " ")))
-	fmt.Fprintf(w, "- Date: %s\n", time.Now().UTC().Format("2006-01-02 15:04 MST"))
+	goVersion := harness.GoVersion(r.bin)
+	harness.Heading(w, "Active-active (CRDT) mesh: 3 nodes vs one node", "go run ./bench/crdt "+strings.Join(r.cfg.argv, " "))
 	fmt.Fprintf(w, "- Machine: %s; the nodes, the load generator and the prober share them (%d CPUs for %d nodes and a client)\n",
 		harness.Machine(), runtime.NumCPU(), meshSize)
 	fmt.Fprintf(w, "- Load average at the start (1, 5, 15 min): %s\n", harness.LoadAvg())

@@ -26,7 +26,6 @@ import (
 	"github.com/throttleddb/throttled/bench/internal/harness"
 	"io"
 	"os"
-	"os/exec"
 	"runtime"
 	"slices"
 	"strconv"
@@ -66,14 +65,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
-	if fs.NArg() > 0 {
-		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
-	}
 	var err error
-	if c.pipelines, err = harness.ParsePipelines(pipelines); err != nil {
-		return c, err
-	}
-	if c.skip, err = harness.ParseSkip(skip, parts); err != nil {
+	if c.pipelines, c.skip, err = harness.ParseParts(fs, pipelines, skip, parts); err != nil {
 		return c, err
 	}
 	switch {
@@ -89,7 +82,7 @@ func main() { harness.Main("persist", parseFlags, persist) }
 
 // persist runs the parts of the benchmark cfg asks for.
 func persist(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
-	r := &runner{cfg: cfg, logf: func(format string, a ...any) { fmt.Fprintf(stderr, format+"\n", a...) }}
+	r := &runner{cfg: cfg, logf: harness.Logf(stderr)}
 	return r.main(ctx, stdout)
 }
 
@@ -108,10 +101,8 @@ func (r *runner) main(ctx context.Context, stdout io.Writer) error {
 	if r.cfg.pin {
 		need = append(need, "taskset")
 	}
-	for _, bin := range need {
-		if _, err := exec.LookPath(bin); err != nil {
-			return err
-		}
+	if err := harness.LookPaths(need...); err != nil {
+		return err
 	}
 	var err error
 	if r.tmp, err = os.MkdirTemp("", "throttled-persist-"); err != nil {
@@ -148,9 +139,7 @@ func (r *runner) main(ctx context.Context, stdout io.Writer) error {
 
 func (r *runner) writeHeader(ctx context.Context, w io.Writer) {
 	goVersion := harness.GoVersion(r.bin)
-	fmt.Fprintf(w, "## Durability and memory: throttled vs redis-server\n\n")
-	fmt.Fprintf(w, "- Command: `%s`\n", strings.TrimSpace("go run ./bench/persist "+shellWords(r.cfg.argv)))
-	fmt.Fprintf(w, "- Date: %s\n", time.Now().UTC().Format("2006-01-02 15:04 MST"))
+	harness.Heading(w, "Durability and memory: throttled vs redis-server", "go run ./bench/persist "+shellWords(r.cfg.argv))
 	fmt.Fprintf(w, "- Machine: %s\n", harness.Machine())
 	fmt.Fprintf(w, "- Go: %s; throttled built from ./cmd/throttled, every instance with `--threads 1`\n", goVersion)
 	fmt.Fprintf(w, "- redis-server: %s\n", harness.FirstLine(ctx, "redis-server", "--version"))

@@ -87,14 +87,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
-	if fs.NArg() > 0 {
-		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
-	}
 	var err error
-	if c.pipelines, err = harness.ParsePipelines(pipelines); err != nil {
-		return c, err
-	}
-	if c.skip, err = harness.ParseSkip(skip, parts); err != nil {
+	if c.pipelines, c.skip, err = harness.ParseParts(fs, pipelines, skip, parts); err != nil {
 		return c, err
 	}
 	if c.skip["throughput"] {
@@ -131,7 +125,7 @@ type runner struct {
 }
 
 func bench(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
-	r := &runner{cfg: cfg, logf: func(format string, a ...any) { fmt.Fprintf(stderr, format+"\n", a...) }}
+	r := &runner{cfg: cfg, logf: harness.Logf(stderr)}
 	return r.main(ctx, stdout)
 }
 
@@ -140,10 +134,8 @@ func (r *runner) main(ctx context.Context, stdout io.Writer) error {
 	if r.cfg.pin {
 		need = append(need, "taskset")
 	}
-	for _, bin := range need {
-		if _, err := exec.LookPath(bin); err != nil {
-			return err
-		}
+	if err := harness.LookPaths(need...); err != nil {
+		return err
 	}
 	if !r.cfg.skip["etcd"] {
 		if _, err := exec.LookPath(r.cfg.etcdBin); err != nil {
@@ -198,18 +190,13 @@ func (r *runner) main(ctx context.Context, stdout io.Writer) error {
 		}
 		writeFailovers(stdout, tries)
 	}
-	fmt.Fprintf(stdout, "\nWhole run: %s. Load average at the end: %s.\n", time.Since(began).Round(time.Second), harness.LoadAvg())
+	harness.Footer(stdout, began)
 	return nil
 }
 
 func (r *runner) writeHeader(ctx context.Context, w io.Writer, load string) {
-	goVersion := runtime.Version() + " (runner)"
-	if bi, err := buildinfo.ReadFile(r.bin); err == nil {
-		goVersion = bi.GoVersion + " (throttled binary)"
-	}
-	fmt.Fprintf(w, "## Raft: a 3-node throttled cluster vs one node and vs etcd\n\n")
-	fmt.Fprintf(w, "- Command: `%s`\n", strings.TrimSpace("go run ./bench/raft "+strings.Join(r.cfg.argv, " ")))
-	fmt.Fprintf(w, "- Date: %s\n", time.Now().UTC().Format("2006-01-02 15:04 MST"))
+	goVersion := harness.GoVersion(r.bin)
+	harness.Heading(w, "Raft: a 3-node throttled cluster vs one node and vs etcd", "go run ./bench/raft "+strings.Join(r.cfg.argv, " "))
 	fmt.Fprintf(w, "- Machine: %s\n", harness.Machine())
 	fmt.Fprintf(w, "- Load average at the start (1, 5, 15 min): %s\n", harness.LoadAvg())
 	fmt.Fprintf(w, "- Go: %s; throttled built from ./cmd/throttled, every node with `--threads %d`\n", goVersion, r.cfg.threads)
