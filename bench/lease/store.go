@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"path/filepath"
 	"strconv"
@@ -49,47 +48,28 @@ func startSingle(ctx context.Context, bin, tmp string, logf func(string, ...any)
 // startRaft starts a 3-node Raft cluster (each member its own folder and
 // ports) and waits for a leader.
 func startRaft(ctx context.Context, bin, tmp string, logf func(string, ...any)) (*store, error) {
-	const members = 3
-	ports, err := harness.FreePorts(2 * members)
+	members, err := harness.RaftCluster(3, tmp)
 	if err != nil {
 		return nil, err
 	}
-	var peers []string
-	for i := range members {
-		peers = append(peers, fmt.Sprintf("n%d=%s", i+1, proc.Addr(ports[2*i+1])))
-	}
 	s := &store{name: "3-node Raft"}
-	for i := range members {
-		id := fmt.Sprintf("n%d", i+1)
-		args := []string{"--bind", "127.0.0.1", "--port", strconv.Itoa(ports[2*i]), "--replication", "raft", "--node-id", id,
-			"--cluster-addr", proc.Addr(ports[2*i+1]), "--dir", filepath.Join(tmp, id), "--peers", strings.Join(peers, ",")}
-		logf("starting %s: %s", id, strings.Join(args, " "))
-		p, err := proc.Start(ctx, proc.Config{Name: "throttled " + id, Path: bin, Args: args, Addr: proc.Addr(ports[2*i]), Timeout: 30 * time.Second})
+	ids, addrs := make([]string, len(members)), make([]string, len(members))
+	for i, m := range members {
+		ids[i], addrs[i] = m.ID, m.Addr
+		logf("starting %s: %s", m.ID, strings.Join(m.Args, " "))
+		p, err := proc.Start(ctx, proc.Config{Name: "throttled " + m.ID, Path: bin, Args: m.Args, Addr: m.Addr, Timeout: 30 * time.Second})
 		if err != nil {
 			s.stop(logf)
 			return nil, err
 		}
 		s.procs = append(s.procs, p)
 	}
-	probe := func(ctx context.Context) error {
-		for _, p := range s.procs {
-			id, err := harness.RaftLeader(ctx, p.Addr)
-			if err != nil {
-				continue
-			}
-			for i := range s.procs {
-				if id == fmt.Sprintf("n%d", i+1) {
-					s.addr = s.procs[i].Addr
-					return nil
-				}
-			}
-		}
-		return errors.New("no member names a leader")
-	}
-	if err := proc.WaitReady(ctx, "a Raft leader", 30*time.Second, nil, probe); err != nil {
+	lead, err := harness.WaitRaftLeader(ctx, ids, addrs)
+	if err != nil {
 		s.stop(logf)
 		return nil, err
 	}
+	s.addr = addrs[lead]
 	logf("cluster up, the leader is at %s", s.addr)
 	return s, nil
 }

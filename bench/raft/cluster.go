@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"path/filepath"
 	"strconv"
@@ -70,23 +69,16 @@ func (r *runner) startSingle(ctx context.Context) (*node, error) {
 // startCluster starts n1..n3 with --replication raft, each with its own
 // data folder, and waits for a leader.
 func (r *runner) startCluster(ctx context.Context) (*cluster, error) {
-	c := &cluster{}
-	var peers []string
-	ports, err := harness.FreePorts(2 * clusterSize)
+	members, err := harness.RaftCluster(clusterSize, r.tmp, "--threads", strconv.Itoa(r.cfg.threads))
 	if err != nil {
 		return nil, err
 	}
-	for i := range clusterSize {
-		resp, raft := ports[2*i], proc.Addr(ports[2*i+1])
-		n := &node{id: fmt.Sprintf("n%d", i+1), addr: proc.Addr(resp)}
-		n.args = append(r.baseArgs(resp), "--replication", "raft", "--node-id", n.id,
-			"--cluster-addr", raft, "--dir", filepath.Join(r.tmp, n.id))
-		peers = append(peers, n.id+"="+raft)
-		c.nodes = append(c.nodes, n)
+	c := &cluster{}
+	for _, m := range members {
+		c.nodes = append(c.nodes, &node{id: m.ID, addr: m.Addr, args: m.Args})
 	}
 	r.cluster = c // so that stopAll reaches the nodes started if one fails
 	for _, n := range c.nodes {
-		n.args = append(n.args, "--peers", strings.Join(peers, ","))
 		r.logf("starting %s: %s", n.id, strings.Join(n.args, " "))
 		if err := r.startNode(ctx, n); err != nil {
 			return nil, err
@@ -103,24 +95,15 @@ func (r *runner) startCluster(ctx context.Context) (*cluster, error) {
 // leader waits (up to 30 s) until a member of among names a leader that is
 // in among, and returns it.
 func (c *cluster) leader(ctx context.Context, among []*node) (*node, error) {
-	var lead *node
-	probe := func(ctx context.Context) error {
-		for _, n := range among {
-			if id, err := harness.RaftLeader(ctx, n.addr); err == nil {
-				for _, m := range among {
-					if m.id == id {
-						lead = m
-						return nil
-					}
-				}
-			}
-		}
-		return errors.New("no member names a leader among " + ids(among))
+	ids, addrs := make([]string, len(among)), make([]string, len(among))
+	for i, n := range among {
+		ids[i], addrs[i] = n.id, n.addr
 	}
-	if err := proc.WaitReady(ctx, "a leader", 30*time.Second, nil, probe); err != nil {
+	i, err := harness.WaitRaftLeader(ctx, ids, addrs)
+	if err != nil {
 		return nil, err
 	}
-	return lead, nil
+	return among[i], nil
 }
 
 // term is the highest Raft term a member reports (INFO replication): each

@@ -2,8 +2,12 @@ package harness
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
+	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -96,4 +100,57 @@ func RaftLeader(ctx context.Context, addr string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("RAFT LEADER answered %v", v)
+}
+
+// RaftMember is one member of a throttled Raft cluster on loopback, laid
+// out by RaftCluster.
+type RaftMember struct {
+	ID   string   // n1, n2, ...
+	Addr string   // where it serves RESP
+	Args []string // throttled's flags
+}
+
+// RaftCluster lays out a throttled Raft cluster of n members on free
+// loopback ports: member i is n<i+1>, with its data folder in dir. Each
+// member's flags are --bind 127.0.0.1 --port P, then extra, then
+// --replication raft, --node-id, --cluster-addr, --dir and --peers.
+func RaftCluster(n int, dir string, extra ...string) ([]RaftMember, error) {
+	ports, err := FreePorts(2 * n)
+	if err != nil {
+		return nil, err
+	}
+	members := make([]RaftMember, n)
+	peers := make([]string, n)
+	for i := range members {
+		id, raft := fmt.Sprintf("n%d", i+1), proc.Addr(ports[2*i+1])
+		peers[i] = id + "=" + raft
+		args := append([]string{"--bind", "127.0.0.1", "--port", strconv.Itoa(ports[2*i])}, extra...)
+		members[i] = RaftMember{ID: id, Addr: proc.Addr(ports[2*i]), Args: append(args,
+			"--replication", "raft", "--node-id", id, "--cluster-addr", raft, "--dir", filepath.Join(dir, id))}
+	}
+	for i := range members {
+		members[i].Args = append(members[i].Args, "--peers", strings.Join(peers, ","))
+	}
+	return members, nil
+}
+
+// WaitRaftLeader waits (up to 30 s) until a member at one of addrs names
+// a leader whose ID is in ids, and returns its index. addrs[i] is where
+// member ids[i] serves RESP.
+func WaitRaftLeader(ctx context.Context, ids, addrs []string) (int, error) {
+	lead := -1
+	probe := func(ctx context.Context) error {
+		for _, addr := range addrs {
+			if id, err := RaftLeader(ctx, addr); err == nil {
+				if lead = slices.Index(ids, id); lead >= 0 {
+					return nil
+				}
+			}
+		}
+		return errors.New("no member names a leader among " + strings.Join(ids, ","))
+	}
+	if err := proc.WaitReady(ctx, "a Raft leader", 30*time.Second, nil, probe); err != nil {
+		return -1, err
+	}
+	return lead, nil
 }

@@ -1,8 +1,15 @@
 package harness
 
 import (
+	"context"
+	"fmt"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/throttleddb/throttled/internal/proc"
 )
 
 func TestSplits(t *testing.T) {
@@ -40,5 +47,70 @@ func TestLastLines(t *testing.T) {
 	}
 	if got := LastLines("a", 5); got != "a" {
 		t.Errorf("LastLines = %q", got)
+	}
+}
+
+// TestRaftCluster lays out a 3-member cluster, runs it from a freshly
+// built throttled and waits for its leader.
+func TestRaftCluster(t *testing.T) {
+	dir := t.TempDir()
+	members, err := RaftCluster(3, dir, "--threads", "1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var peers []string
+	for _, m := range members {
+		peers = append(peers, m.ID+"="+m.Args[11])
+	}
+	seen := map[string]bool{}
+	for i, m := range members {
+		_, port, _ := strings.Cut(m.Addr, ":")
+		want := []string{"--bind", "127.0.0.1", "--port", port, "--threads", "1", "--replication", "raft",
+			"--node-id", fmt.Sprintf("n%d", i+1), "--cluster-addr", m.Args[11], "--dir", filepath.Join(dir, fmt.Sprintf("n%d", i+1)),
+			"--peers", strings.Join(peers, ",")}
+		if m.ID != fmt.Sprintf("n%d", i+1) || !strings.HasPrefix(m.Addr, "127.0.0.1:") || !slices.Equal(m.Args, want) {
+			t.Errorf("member %d: %+v\nwant args %q", i, m, want)
+		}
+		for _, addr := range []string{m.Addr, m.Args[11]} {
+			if seen[addr] {
+				t.Errorf("%s given twice", addr)
+			}
+			seen[addr] = true
+		}
+	}
+	if testing.Short() {
+		t.Skip("builds and runs throttled")
+	}
+	bin, err := BuildThrottled(t.Context(), dir, t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids, addrs []string
+	for _, m := range members {
+		p, err := proc.Start(t.Context(), proc.Config{Name: m.ID, Path: bin, Args: m.Args, Addr: m.Addr, Timeout: 30 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if err := p.Stop(); err != nil {
+				t.Errorf("stop %s: %v", m.ID, err)
+			}
+		})
+		ids, addrs = append(ids, m.ID), append(addrs, m.Addr)
+	}
+	lead, err := WaitRaftLeader(t.Context(), ids, addrs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id, err := RaftLeader(t.Context(), addrs[lead]); err != nil || id != ids[lead] {
+		t.Errorf("WaitRaftLeader = %s, but it names %q (%v)", ids[lead], id, err)
+	}
+	// Among the others only, the leader is not found.
+	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+	defer cancel()
+	others := slices.Delete(slices.Clone(ids), lead, lead+1)
+	if _, err := WaitRaftLeader(ctx, others, slices.Delete(slices.Clone(addrs), lead, lead+1)); err == nil ||
+		!strings.Contains(err.Error(), "no member names a leader among "+strings.Join(others, ",")) {
+		t.Errorf("leader %s left out: err = %v", ids[lead], err)
 	}
 }
