@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/throttleddb/throttled/bench/internal/harness"
 	"github.com/throttleddb/throttled/bench/internal/redisbench"
 )
 
@@ -78,12 +79,16 @@ func TestPercentiles(t *testing.T) {
 
 func TestWriteThroughput(t *testing.T) {
 	cfg, _ := parseFlags(nil, io.Discard)
-	res := &results{pipelines: []int{1, 16}, runs: 2, seconds: 5, clients: []int{17, 17, 16}, rest: 90 * time.Millisecond,
-		samples: map[mkey]redisbench.Series{
-			{1, singleSetup}: {{RPS: 100}, {RPS: 200}}, {1, oneSetup}: {{RPS: 80}, {RPS: 150}}, {1, spreadSetup}: {{RPS: 90}, {RPS: 180}},
-			{16, singleSetup}: {{RPS: 1000}, {RPS: 1000}}, {16, oneSetup}: {{RPS: 500}, {RPS: 600}}, {16, spreadSetup}: {{RPS: 700}, {RPS: 700}},
-		},
+	res := &results{Throughput: harness.Throughput[setup]{Pipelines: []int{1, 16}, Runs: 2, Seconds: 5, Clients: []int{17, 17, 16}, Rest: 90 * time.Millisecond},
 		cpu: map[mkey][]float64{{1, singleSetup}: {2, 4}},
+	}
+	for k, runs := range map[mkey]redisbench.Series{
+		{1, singleSetup}: {{RPS: 100}, {RPS: 200}}, {1, oneSetup}: {{RPS: 80}, {RPS: 150}}, {1, spreadSetup}: {{RPS: 90}, {RPS: 180}},
+		{16, singleSetup}: {{RPS: 1000}, {RPS: 1000}}, {16, oneSetup}: {{RPS: 500}, {RPS: 600}}, {16, spreadSetup}: {{RPS: 700}, {RPS: 700}},
+	} {
+		for _, f := range runs {
+			res.Add(k.pipeline, k.setup, f)
+		}
 	}
 	var b bytes.Buffer
 	writeThroughput(&b, cfg, res)

@@ -48,36 +48,36 @@ func writeThroughput(w io.Writer, cfg config, res *results) {
 	fmt.Fprintf(w, "Single node: `--threads %d --dir <tmp>/single`%s (appendfsync everysec, the default). ", cfg.threads, threadsNote(cfg.threads))
 	fmt.Fprintf(w, "Mesh nodes: the same plus `--replication crdt --node-id X --cluster-addr <free> --peers a=...,b=...,c=... --crdt-sync-interval %v`. ", cfg.intervals[0])
 	fmt.Fprintf(w, "Load on one node: every client on node a. Load spread: one redis-benchmark per node at once with %s clients, rps added up; "+
-		"each is sized by two unmeasured runs (the second about a second long) to last as long as the others. ", harness.JoinInts(res.clients, "/"))
+		"each is sized by two unmeasured runs (the second about a second long) to last as long as the others. ", harness.JoinInts(res.Clients, "/"))
 	fmt.Fprintf(w, "Each measured run lasts about %g s. Figures are the median of %d runs (± half the min-max range); the setups take turns, "+
 		"in an order reversed every other run, each after the servers have been idle for a second (at most twice the %v of CPU per second "+
 		"they used together at rest, plus 20 ms). Latency (ms) is redis-benchmark's p50 and p99 (with -P, of a whole pipeline), "+
 		"with the load spread the highest of the three nodes'. CPU is the servers' user+system time per request "+
-		"(for the mesh, all three nodes'), median of the runs.\n\n", res.seconds, res.runs, res.rest)
+		"(for the mesh, all three nodes'), median of the runs.\n\n", res.Seconds, res.Runs, res.Rest)
 	fmt.Fprintf(w, "| setup |")
-	for _, pl := range res.pipelines {
+	for _, pl := range res.Pipelines {
 		fmt.Fprintf(w, " P=%d rps | p50 | p99 | CPU µs/req |", pl)
 	}
-	fmt.Fprintf(w, "\n|---|%s\n", strings.Repeat("---:|", 4*len(res.pipelines)))
+	fmt.Fprintf(w, "\n|---|%s\n", strings.Repeat("---:|", 4*len(res.Pipelines)))
 	for _, s := range []setup{singleSetup, oneSetup, spreadSetup} {
 		fmt.Fprintf(w, "| %s |", s)
-		for _, pl := range res.pipelines {
-			smp := res.samples[mkey{pl, s}]
+		for _, pl := range res.Pipelines {
+			smp := res.Series(pl, s)
 			fmt.Fprintf(w, " %s | %s | %s | %s |", harness.RPSCell(smp.RPS()), harness.MsCell(smp.P50()), harness.MsCell(smp.P99()),
 				oneDecimal(harness.Median(res.cpu[mkey{pl, s}])))
 		}
 		fmt.Fprintln(w)
 	}
 	fmt.Fprintf(w, "\nA ratio is the median of the runs' ratios, its two figures measured in the same run.\n\n")
-	harness.RatioHeader(w, res.pipelines)
+	harness.RatioHeader(w, res.Pipelines)
 	for _, q := range ratios {
 		fmt.Fprintf(w, "| %s |", q.label)
-		for _, pl := range res.pipelines {
-			v := harness.PairedRatio(res.samples[mkey{pl, q.num}].RPS(), res.samples[mkey{pl, q.den}].RPS())
+		for _, pl := range res.Pipelines {
+			v := harness.PairedRatio(res.Series(pl, q.num).RPS(), res.Series(pl, q.den).RPS())
 			fmt.Fprintf(w, " %s |", harness.BarCell(v, q.bar > 0, v >= q.bar))
 		}
-		for _, pl := range res.pipelines {
-			fmt.Fprintf(w, " %s |", harness.RunsCell(harness.Ratios(res.samples[mkey{pl, q.num}].RPS(), res.samples[mkey{pl, q.den}].RPS())))
+		for _, pl := range res.Pipelines {
+			fmt.Fprintf(w, " %s |", harness.RunsCell(harness.Ratios(res.Series(pl, q.num).RPS(), res.Series(pl, q.den).RPS())))
 		}
 		if q.bar > 0 {
 			fmt.Fprintf(w, " ≥ %g |\n", q.bar)

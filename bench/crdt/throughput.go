@@ -53,6 +53,7 @@ func (s setup) String() string { return setupLabels[s] }
 // setupFiles name the setups in -profile's file names.
 var setupFiles = map[setup]string{singleSetup: "single", oneSetup: "one", spreadSetup: "spread"}
 
+// mkey names a setup at a pipeline depth.
 type mkey struct {
 	pipeline int
 	setup    setup
@@ -60,12 +61,7 @@ type mkey struct {
 
 // results are the throughput part's measurements.
 type results struct {
-	pipelines []int
-	runs      int
-	seconds   float64
-	clients   []int // the spread setup's clients per node
-	samples   map[mkey]redisbench.Series
-	rest      time.Duration // CPU per second the servers use at rest, together
+	harness.Throughput[setup]
 	// cpu is each setup's server CPU per request (µs), per run.
 	cpu map[mkey][]float64
 }
@@ -84,12 +80,12 @@ func (r *runner) throughput(ctx context.Context) (*results, error) {
 	}
 	defer r.stop(mesh...)
 	all := append([]*node{single}, mesh...)
-	res := &results{pipelines: r.cfg.pipelines, runs: r.cfg.runs, seconds: r.cfg.seconds,
-		clients: harness.SplitEven(r.cfg.clients, meshSize), samples: map[mkey]redisbench.Series{}, cpu: map[mkey][]float64{}}
-	if res.rest, err = harness.RestCPU(ctx, pids(all)); err != nil {
+	res := &results{cpu: map[mkey][]float64{}, Throughput: harness.Throughput[setup]{Pipelines: r.cfg.pipelines, Runs: r.cfg.runs,
+		Seconds: r.cfg.seconds, Clients: harness.SplitEven(r.cfg.clients, meshSize)}}
+	if res.Rest, err = harness.RestCPU(ctx, pids(all)); err != nil {
 		return nil, err
 	}
-	r.logf("at rest the servers use %v of CPU per second", res.rest)
+	r.logf("at rest the servers use %v of CPU per second", res.Rest)
 	targets := func(s setup) ([]*node, []int) {
 		switch s {
 		case singleSetup:
@@ -97,7 +93,7 @@ func (r *runner) throughput(ctx context.Context) (*results, error) {
 		case oneSetup:
 			return mesh[:1], []int{r.cfg.clients}
 		}
-		return mesh, res.clients
+		return mesh, res.Clients
 	}
 	setups := []setup{singleSetup, oneSetup, spreadSetup}
 	for _, pl := range r.cfg.pipelines {
@@ -129,7 +125,7 @@ func (r *runner) throughput(ctx context.Context) (*results, error) {
 				slices.Reverse(order)
 			}
 			for _, s := range order {
-				if err := harness.WaitIdle(ctx, pids(all), res.rest, r.logf); err != nil {
+				if err := harness.WaitIdle(ctx, pids(all), res.Rest, r.logf); err != nil {
 					return nil, err
 				}
 				nodes, clients := targets(s)
@@ -161,7 +157,7 @@ func (r *runner) throughput(ctx context.Context) (*results, error) {
 					return nil, err
 				}
 				k := mkey{pl, s}
-				res.samples[k] = append(res.samples[k], smp)
+				res.Add(pl, s, smp)
 				total := 0
 				for _, n := range requests[s] {
 					total += n

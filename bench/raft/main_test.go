@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/throttleddb/throttled/bench/internal/harness"
 	"github.com/throttleddb/throttled/bench/internal/redisbench"
 )
 
@@ -61,17 +62,25 @@ func TestRefusal(t *testing.T) {
 }
 
 func TestWriteThroughput(t *testing.T) {
-	res := &results{pipelines: []int{1, 16}, runs: 2, seconds: 5, clients: []int{17, 17, 16}, rest: 90 * time.Millisecond,
+	res := &results{Throughput: harness.Throughput[setup]{Pipelines: []int{1, 16}, Runs: 2, Seconds: 5, Clients: []int{17, 17, 16}, Rest: 90 * time.Millisecond},
 		refusals: []string{"UNKNOWN"}, terms: [2]uint64{2, 4},
-		samples: map[mkey]redisbench.Series{
-			{1, singleSetup}:  {{RPS: 40000, P50: 0.5, P99: 2}, {RPS: 50000, P50: 0.7, P99: 3}},
-			{1, leaderSetup}:  {{RPS: 8000, P50: 5, P99: 20}, {RPS: 12000, P50: 6, P99: 30}},
-			{1, spreadSetup}:  {{RPS: 10000}, {RPS: 14000}},
-			{1, etcdSetup}:    {{RPS: 4000, P50: 12, P99: 40}, {RPS: 5000, P50: 10, P99: 35}},
-			{16, singleSetup}: {{RPS: 400000}, {RPS: 500000}},
-			{16, leaderSetup}: {{RPS: 50000}, {RPS: 100000}},
-			{16, spreadSetup}: {{RPS: 60000}, {RPS: 60000}},
-		},
+	}
+	type key struct {
+		pl int
+		s  setup
+	}
+	for k, runs := range map[key]redisbench.Series{
+		{1, singleSetup}:  {{RPS: 40000, P50: 0.5, P99: 2}, {RPS: 50000, P50: 0.7, P99: 3}},
+		{1, leaderSetup}:  {{RPS: 8000, P50: 5, P99: 20}, {RPS: 12000, P50: 6, P99: 30}},
+		{1, spreadSetup}:  {{RPS: 10000}, {RPS: 14000}},
+		{1, etcdSetup}:    {{RPS: 4000, P50: 12, P99: 40}, {RPS: 5000, P50: 10, P99: 35}},
+		{16, singleSetup}: {{RPS: 400000}, {RPS: 500000}},
+		{16, leaderSetup}: {{RPS: 50000}, {RPS: 100000}},
+		{16, spreadSetup}: {{RPS: 60000}, {RPS: 60000}},
+	} {
+		for _, f := range runs {
+			res.Add(k.pl, k.s, f)
+		}
 	}
 	var b strings.Builder
 	writeThroughput(&b, setupText{single: "S", member: "M", etcd: "E"}, res)

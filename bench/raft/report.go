@@ -52,7 +52,7 @@ func (r *runner) reportSetup() setupText {
 // rps and latency per setup, and the ratios.
 func writeThroughput(w io.Writer, t setupText, res *results) {
 	clients := 0
-	for _, c := range res.clients {
+	for _, c := range res.Clients {
 		clients += c
 	}
 	fmt.Fprintf(w, "\n### Decisions per second and latency\n\n")
@@ -60,7 +60,7 @@ func writeThroughput(w io.Writer, t setupText, res *results) {
 	fmt.Fprintf(w, "Single node: `%s` (appendfsync everysec, the default). ", t.single)
 	fmt.Fprintf(w, "Cluster members: `%s`. ", t.member)
 	fmt.Fprintf(w, "With the clients spread, one redis-benchmark per member runs at once with %s clients, and their rps add up; "+
-		"each is sized by a first, unmeasured run to last as long as the others. ", harness.JoinInts(res.clients, "/"))
+		"each is sized by a first, unmeasured run to last as long as the others. ", harness.JoinInts(res.Clients, "/"))
 	if t.etcd != "" {
 		fmt.Fprintf(w, "etcd members: `%s`; bench/raft/etcdload puts random keys of 8 bytes (out of %d) with 256-byte values "+
 			"from %d goroutines sharing one gRPC connection to the leader, one put in flight each. ", t.etcd, keySpace, clients)
@@ -69,24 +69,24 @@ func writeThroughput(w io.Writer, t setupText, res *results) {
 		"the setups take turns, in an order reversed every other run, each after the servers have been idle for a second "+
 		"(using at most twice the %v of CPU per second they used together at rest, after the start, plus 20 ms). "+
 		"Latency (ms) is redis-benchmark's p50 and p99 (with -P, of a whole pipeline), with the clients spread the highest of the three members'",
-		res.seconds, res.runs, res.rest)
+		res.Seconds, res.Runs, res.Rest)
 	if t.etcd != "" {
 		fmt.Fprintf(w, "; for etcd, of each put")
 	}
 	fmt.Fprintf(w, ".\n\n")
 
 	fmt.Fprintf(w, "| setup |")
-	for _, pl := range res.pipelines {
+	for _, pl := range res.Pipelines {
 		fmt.Fprintf(w, " P=%d rps | P=%d p50 | P=%d p99 |", pl, pl, pl)
 	}
-	fmt.Fprintf(w, "\n|---|%s\n", strings.Repeat("---:|", 3*len(res.pipelines)))
+	fmt.Fprintf(w, "\n|---|%s\n", strings.Repeat("---:|", 3*len(res.Pipelines)))
 	for _, s := range []setup{singleSetup, leaderSetup, spreadSetup, etcdSetup} {
 		if s == etcdSetup && t.etcd == "" {
 			continue
 		}
 		fmt.Fprintf(w, "| %s |", s)
-		for _, pl := range res.pipelines {
-			smp := res.samples[mkey{pl, s}]
+		for _, pl := range res.Pipelines {
+			smp := res.Series(pl, s)
 			fmt.Fprintf(w, " %s | %s | %s |", harness.RPSCell(smp.RPS()), harness.MsCell(smp.P50()), harness.MsCell(smp.P99()))
 		}
 		fmt.Fprintln(w)
@@ -104,22 +104,22 @@ func writeThroughput(w io.Writer, t setupText, res *results) {
 	}
 
 	fmt.Fprintf(w, "\nA ratio is the median of the runs' ratios, its two figures measured in the same run, within a minute of each other.\n\n")
-	harness.RatioHeader(w, res.pipelines)
+	harness.RatioHeader(w, res.Pipelines)
 	for _, q := range ratios {
 		if q.den == etcdSetup && t.etcd == "" {
 			continue
 		}
 		fmt.Fprintf(w, "| %s |", q.label)
-		for _, pl := range res.pipelines {
-			num, den := res.samples[mkey{pl, q.num}].RPS(), res.samples[mkey{pl, q.den}].RPS()
+		for _, pl := range res.Pipelines {
+			num, den := res.Series(pl, q.num).RPS(), res.Series(pl, q.den).RPS()
 			cell := "-"
 			if len(num) > 0 && len(den) > 0 {
 				cell = ratioCell(harness.PairedRatio(num, den), q, pl)
 			}
 			fmt.Fprintf(w, " %s |", cell)
 		}
-		for _, pl := range res.pipelines {
-			num, den := res.samples[mkey{pl, q.num}].RPS(), res.samples[mkey{pl, q.den}].RPS()
+		for _, pl := range res.Pipelines {
+			num, den := res.Series(pl, q.num).RPS(), res.Series(pl, q.den).RPS()
 			fmt.Fprintf(w, " %s |", harness.RunsCell(harness.Ratios(num, den)))
 		}
 		if q.bar > 0 {

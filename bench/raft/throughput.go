@@ -38,20 +38,9 @@ var setupLabels = map[setup]string{
 
 func (s setup) String() string { return setupLabels[s] }
 
-// mkey names a series of samples: a pipeline depth and a setup.
-type mkey struct {
-	pipeline int
-	setup    setup
-}
-
 // results are the throughput part's measurements.
 type results struct {
-	pipelines []int
-	runs      int
-	seconds   float64
-	clients   []int // the spread setup's clients per node
-	samples   map[mkey]redisbench.Series
-	rest      time.Duration // CPU per second the servers use at rest, together
+	harness.Throughput[setup]
 	// refusals are the runs repeated because the cluster refused a
 	// command (see retry).
 	refusals []string
@@ -65,13 +54,13 @@ type results struct {
 // throughput measures every setup at every -P, -runs times, each run's
 // setups in an order reversed every other run; etcd goes with them at -P 1.
 func (r *runner) throughput(ctx context.Context) (*results, error) {
-	res := &results{pipelines: r.cfg.pipelines, runs: r.cfg.runs, seconds: r.cfg.seconds,
-		clients: harness.SplitEven(r.cfg.clients, clusterSize), samples: map[mkey]redisbench.Series{}}
+	res := &results{Throughput: harness.Throughput[setup]{Pipelines: r.cfg.pipelines, Runs: r.cfg.runs, Seconds: r.cfg.seconds,
+		Clients: harness.SplitEven(r.cfg.clients, clusterSize)}}
 	var err error
-	if res.rest, err = harness.RestCPU(ctx, r.pids()); err != nil {
+	if res.Rest, err = harness.RestCPU(ctx, r.pids()); err != nil {
 		return nil, err
 	}
-	r.logf("at rest the servers use %v of CPU per second", res.rest)
+	r.logf("at rest the servers use %v of CPU per second", res.Rest)
 	if res.terms[0], err = r.cluster.term(ctx); err != nil {
 		return nil, err
 	}
@@ -106,7 +95,7 @@ func (r *runner) throughput(ctx context.Context) (*results, error) {
 				slices.Reverse(order)
 			}
 			for _, s := range order {
-				if err := harness.WaitIdle(ctx, r.pids(), res.rest, r.logf); err != nil {
+				if err := harness.WaitIdle(ctx, r.pids(), res.Rest, r.logf); err != nil {
 					return nil, err
 				}
 				var smp redisbench.Figures
@@ -117,8 +106,7 @@ func (r *runner) throughput(ctx context.Context) (*results, error) {
 				if err != nil {
 					return nil, err
 				}
-				k := mkey{pl, s}
-				res.samples[k] = append(res.samples[k], smp)
+				res.Add(pl, s, smp)
 				r.logf("P=%-3d run %d/%d  %-40s %9.0f rps, p50 %.3f ms, p99 %.3f ms", pl, run+1, r.cfg.runs, s, smp.RPS, smp.P50, smp.P99)
 			}
 		}
@@ -150,7 +138,7 @@ func (r *runner) retry(ctx context.Context, res *results, f func() error) error 
 		}
 		res.refusals = append(res.refusals, refused)
 		r.logf("the cluster refused a command (%s); running again", refused)
-		if err := harness.WaitIdle(ctx, r.pids(), res.rest, r.logf); err != nil {
+		if err := harness.WaitIdle(ctx, r.pids(), res.Rest, r.logf); err != nil {
 			return err
 		}
 	}
