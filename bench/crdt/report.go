@@ -11,23 +11,15 @@ import (
 	"github.com/throttleddb/throttled/bench/internal/harness"
 )
 
-// ratio is a line of the ratio table: num / den at each pipeline depth,
-// with a bar (0: none) at every depth.
-type ratio struct {
-	label    string
-	num, den setup
-	bar      float64
-}
-
 // The bar is the issue's: with the load on one node, the mesh keeps at
 // least 0.7 of the single node's decisions per second (the other two spend
 // their CPU applying its deltas).
 const throughputBar = 0.7
 
-var ratios = []ratio{
-	{"mesh, load on one node / single node", oneSetup, singleSetup, throughputBar},
-	{"mesh, load spread / single node", spreadSetup, singleSetup, 0},
-	{"mesh, load spread / on one node", spreadSetup, oneSetup, 0},
+var ratios = []harness.Ratio[setup]{
+	{Label: "mesh, load on one node / single node", Num: oneSetup, Den: singleSetup, Bar: throughputBar},
+	{Label: "mesh, load spread / single node", Num: spreadSetup, Den: singleSetup},
+	{Label: "mesh, load spread / on one node", Num: spreadSetup, Den: oneSetup},
 }
 
 // threadsNote says what --threads 0 means.
@@ -69,22 +61,9 @@ func writeThroughput(w io.Writer, cfg config, res *results) {
 		fmt.Fprintln(w)
 	}
 	fmt.Fprintf(w, "\nA ratio is the median of the runs' ratios, its two figures measured in the same run.\n\n")
-	harness.RatioHeader(w, res.Pipelines)
-	for _, q := range ratios {
-		fmt.Fprintf(w, "| %s |", q.label)
-		for _, pl := range res.Pipelines {
-			v := harness.PairedRatio(res.Series(pl, q.num).RPS(), res.Series(pl, q.den).RPS())
-			fmt.Fprintf(w, " %s |", harness.BarCell(v, q.bar > 0, v >= q.bar))
-		}
-		for _, pl := range res.Pipelines {
-			fmt.Fprintf(w, " %s |", harness.RunsCell(harness.Ratios(res.Series(pl, q.num).RPS(), res.Series(pl, q.den).RPS())))
-		}
-		if q.bar > 0 {
-			fmt.Fprintf(w, " ≥ %g |\n", q.bar)
-		} else {
-			fmt.Fprintf(w, " - |\n")
-		}
-	}
+	res.WriteRatios(w, ratios, func(q harness.Ratio[setup], pl int, v float64) string {
+		return harness.BarCell(v, q.Applies(pl), v >= q.Bar)
+	})
 }
 
 func writeLag(w io.Writer, cfg config, rows []lagRow) {

@@ -109,7 +109,7 @@ func TestWriteThroughput(t *testing.T) {
 }
 
 func TestRatioCell(t *testing.T) {
-	q := ratio{bar: 0.15, barAt: 16}
+	q := ratio{Bar: 0.15, BarAt: 16}
 	for _, tc := range []struct {
 		v    float64
 		pl   int

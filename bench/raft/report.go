@@ -10,23 +10,17 @@ import (
 	"github.com/throttleddb/throttled/bench/internal/harness"
 )
 
-// ratio is a line of the ratio table: num / den at each pipeline depth,
-// with a bar (0: none) at depth barAt.
-type ratio struct {
-	label    string
-	num, den setup
-	bar      float64
-	barAt    int
-}
+// ratio is a line of the ratio table, its bar at one depth.
+type ratio = harness.Ratio[setup]
 
 // The bars are issue 13's: the cluster at -P 16 keeps at least 0.15 of the
 // single node's decisions per second, and at -P 1 decides at least twice as
 // many as etcd puts with the same 50 requests in flight.
 var ratios = []ratio{
-	{"cluster, clients on the leader / single node", leaderSetup, singleSetup, 0.15, 16},
-	{"cluster, clients spread / single node", spreadSetup, singleSetup, 0.15, 16},
-	{"cluster, clients spread / on the leader", spreadSetup, leaderSetup, 0, 0},
-	{"cluster, clients on the leader / etcd puts", leaderSetup, etcdSetup, 2, 1},
+	{Label: "cluster, clients on the leader / single node", Num: leaderSetup, Den: singleSetup, Bar: 0.15, BarAt: 16},
+	{Label: "cluster, clients spread / single node", Num: spreadSetup, Den: singleSetup, Bar: 0.15, BarAt: 16},
+	{Label: "cluster, clients spread / on the leader", Num: spreadSetup, Den: leaderSetup},
+	{Label: "cluster, clients on the leader / etcd puts", Num: leaderSetup, Den: etcdSetup, Bar: 2, BarAt: 1},
 }
 
 // setupText says how each setup was run, for the report.
@@ -104,45 +98,31 @@ func writeThroughput(w io.Writer, t setupText, res *results) {
 	}
 
 	fmt.Fprintf(w, "\nA ratio is the median of the runs' ratios, its two figures measured in the same run, within a minute of each other.\n\n")
-	harness.RatioHeader(w, res.Pipelines)
-	for _, q := range ratios {
-		if q.den == etcdSetup && t.etcd == "" {
-			continue
-		}
-		fmt.Fprintf(w, "| %s |", q.label)
-		for _, pl := range res.Pipelines {
-			num, den := res.Series(pl, q.num).RPS(), res.Series(pl, q.den).RPS()
-			cell := "-"
-			if len(num) > 0 && len(den) > 0 {
-				cell = ratioCell(harness.PairedRatio(num, den), q, pl)
-			}
-			fmt.Fprintf(w, " %s |", cell)
-		}
-		for _, pl := range res.Pipelines {
-			num, den := res.Series(pl, q.num).RPS(), res.Series(pl, q.den).RPS()
-			fmt.Fprintf(w, " %s |", harness.RunsCell(harness.Ratios(num, den)))
-		}
-		if q.bar > 0 {
-			fmt.Fprintf(w, " ≥ %g at P=%d |\n", q.bar, q.barAt)
-		} else {
-			fmt.Fprintf(w, " - |\n")
-		}
+	shown := ratios
+	if t.etcd == "" {
+		shown = slices.DeleteFunc(slices.Clone(ratios), func(q ratio) bool { return q.Den == etcdSetup })
 	}
+	res.WriteRatios(w, shown, func(q ratio, pl int, v float64) string {
+		if len(res.Series(pl, q.Num)) == 0 || len(res.Series(pl, q.Den)) == 0 {
+			return "-"
+		}
+		return ratioCell(v, q, pl)
+	})
 }
 
 // ratioCell formats ratio q's value v at depth pl, marked when its bar
 // applies there. A miss that two decimals would show as the bar itself
 // (0.149 as 0.15) gets the decimals that tell them apart, up to five.
 func ratioCell(v float64, q ratio, pl int) string {
-	applies := q.bar > 0 && q.barAt == pl
-	if applies && v < q.bar {
+	applies := q.Applies(pl)
+	if applies && v < q.Bar {
 		for d := 2; d <= 5; d++ {
-			if shown := fmt.Sprintf("%.*f", d, v); shown != fmt.Sprintf("%.*f", d, q.bar) {
+			if shown := fmt.Sprintf("%.*f", d, v); shown != fmt.Sprintf("%.*f", d, q.Bar) {
 				return "**" + shown + " ✗**"
 			}
 		}
 	}
-	return harness.BarCell(v, applies, v >= q.bar)
+	return harness.BarCell(v, applies, v >= q.Bar)
 }
 
 // writeFailovers prints each leader kill and the median.
