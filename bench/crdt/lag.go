@@ -46,7 +46,7 @@ func (r *runner) lag(ctx context.Context) ([]lagRow, error) {
 		if err != nil {
 			return nil, err
 		}
-		loads := r.cfg.pipelines
+		loads := r.cfg.Pipelines
 		if i == 0 {
 			loads = append([]int{0}, loads...)
 		}

@@ -43,33 +43,29 @@ import (
 var parts = []string{"throughput", "lag", "accuracy"}
 
 type config struct {
-	requests  int     // -n: requests of the run that sizes the measured ones
-	seconds   float64 // -seconds
-	clients   int     // -c
-	pipelines []int   // -P
-	runs      int
-	threads   int
-	probes    int             // -probes per lag setting
-	intervals []time.Duration // -intervals: --crdt-sync-interval of the lag part
-	acc       accuracy.Config // -acc-minutes, -acc-clients, -seed, -lag
-	skip      map[string]bool
-	benchBin  string
-	profile   string // a folder for CPU profiles of the nodes; "" for none
-	load      load   // spreadLoad, admitLoad with -admit, hotLoad with -hot
-	argv      []string
+	harness.PartFlags         // -P, -runs, -skip
+	requests          int     // -n: requests of the run that sizes the measured ones
+	seconds           float64 // -seconds
+	clients           int     // -c
+	threads           int
+	probes            int             // -probes per lag setting
+	intervals         []time.Duration // -intervals: --crdt-sync-interval of the lag part
+	acc               accuracy.Config // -acc-minutes, -acc-clients, -seed, -lag
+	benchBin          string
+	profile           string // a folder for CPU profiles of the nodes; "" for none
+	load              load   // spreadLoad, admitLoad with -admit, hotLoad with -hot
 }
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
-	c := config{argv: args}
+	var c config
 	fs := flag.NewFlagSet("crdt", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	var pipelines, intervals, skip string
+	c.Register(fs, args, parts)
+	var intervals string
 	var admit, hot bool
 	fs.IntVar(&c.requests, "n", 20000, "requests of each setup's first, unmeasured run, which sizes the measured ones")
 	fs.Float64Var(&c.seconds, "seconds", 5, "length of a measured throughput run")
 	fs.IntVar(&c.clients, "c", 50, "clients (connections), each with -P requests in flight")
-	fs.StringVar(&pipelines, "P", "1,16", "comma-separated pipeline depths")
-	fs.IntVar(&c.runs, "runs", 3, "repeat each throughput measurement this many times and report the median")
 	fs.IntVar(&c.threads, "threads", 0, "throttled --threads, for every node (0, the server's default: one loop per CPU)")
 	fs.IntVar(&c.probes, "probes", 200, "replication-lag probes per setting")
 	fs.StringVar(&intervals, "intervals", "5ms,1ms,20ms", "--crdt-sync-interval values of the lag part; the first is also the throughput mesh's")
@@ -77,7 +73,6 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&c.acc.Clients, "acc-clients", 100, "accuracy: clients")
 	fs.Uint64Var(&c.acc.Seed, "seed", 1, "accuracy: seed of the traffic")
 	fs.DurationVar(&c.acc.Lag, "lag", 100*time.Millisecond, "accuracy: replication lag modelled in the mesh, in simulated time")
-	fs.StringVar(&skip, "skip", "", "comma-separated parts to skip: "+strings.Join(parts, ","))
 	fs.StringVar(&c.benchBin, "redis-benchmark", "redis-benchmark", "redis-benchmark binary")
 	fs.StringVar(&c.profile, "profile", "", "build throttled with net/http/pprof (a go build -overlay) and write CPU profiles of the nodes "+
 		"during the first measured run of each setup at the highest -P into this folder")
@@ -95,8 +90,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	case hot:
 		c.load = hotLoad
 	}
-	var err error
-	if c.pipelines, c.skip, err = harness.ParseParts(fs, pipelines, skip, parts); err != nil {
+	if err := c.Parse(fs); err != nil {
 		return c, err
 	}
 	for v := range strings.SplitSeq(intervals, ",") {
@@ -107,7 +101,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		c.intervals = append(c.intervals, d)
 	}
 	switch {
-	case c.requests < 1 || c.seconds <= 0 || c.runs < 1 || c.threads < 0 || c.probes < 1:
+	case c.requests < 1 || c.seconds <= 0 || c.Runs < 1 || c.threads < 0 || c.probes < 1:
 		return c, errors.New("-n, -seconds, -runs and -probes must be positive, -threads non-negative")
 	case c.clients < meshSize:
 		return c, fmt.Errorf("-c: want at least %d clients, one per node", meshSize)
@@ -136,7 +130,7 @@ func bench(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 }
 
 func (r *runner) main(ctx context.Context, stdout io.Writer) error {
-	if !r.cfg.skip["throughput"] || !r.cfg.skip["lag"] {
+	if !r.cfg.Skip["throughput"] || !r.cfg.Skip["lag"] {
 		if err := harness.LookPaths(r.cfg.benchBin); err != nil {
 			return err
 		}
@@ -157,21 +151,21 @@ func (r *runner) main(ctx context.Context, stdout io.Writer) error {
 	}
 	began := time.Now()
 	r.writeHeader(ctx, stdout)
-	if !r.cfg.skip["throughput"] {
+	if !r.cfg.Skip["throughput"] {
 		res, err := r.throughput(ctx)
 		if err != nil {
 			return err
 		}
 		writeThroughput(stdout, r.cfg, res)
 	}
-	if !r.cfg.skip["lag"] {
+	if !r.cfg.Skip["lag"] {
 		rows, err := r.lag(ctx)
 		if err != nil {
 			return err
 		}
 		writeLag(stdout, r.cfg, rows)
 	}
-	if !r.cfg.skip["accuracy"] {
+	if !r.cfg.Skip["accuracy"] {
 		res, err := r.accuracy(ctx)
 		if err != nil {
 			return err
@@ -184,12 +178,12 @@ func (r *runner) main(ctx context.Context, stdout io.Writer) error {
 
 func (r *runner) writeHeader(ctx context.Context, w io.Writer) {
 	goVersion := harness.GoVersion(r.bin)
-	harness.Heading(w, "Active-active (CRDT) mesh: 3 nodes vs one node", "go run ./bench/crdt "+strings.Join(r.cfg.argv, " "))
+	harness.Heading(w, "Active-active (CRDT) mesh: 3 nodes vs one node", "go run ./bench/crdt "+strings.Join(r.cfg.Argv, " "))
 	fmt.Fprintf(w, "- Machine: %s; the nodes, the load generator and the prober share them (%d CPUs for %d nodes and a client)\n",
 		harness.Machine(), runtime.NumCPU(), meshSize)
 	fmt.Fprintf(w, "- Load average at the start (1, 5, 15 min): %s\n", harness.LoadAvg())
 	fmt.Fprintf(w, "- Go: %s; throttled built from ./cmd/throttled, every node with `--threads %d`%s\n", goVersion, r.cfg.threads, threadsNote(r.cfg.threads))
-	if !r.cfg.skip["throughput"] || !r.cfg.skip["lag"] {
+	if !r.cfg.Skip["throughput"] || !r.cfg.Skip["lag"] {
 		fmt.Fprintf(w, "- Client: %s\n", harness.FirstLine(ctx, r.cfg.benchBin, "--version"))
 	}
 	if r.cfg.profile != "" {

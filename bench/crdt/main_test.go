@@ -17,7 +17,7 @@ func TestParseFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(c.pipelines, []int{1, 16}) || !c.skip["accuracy"] || c.skip["lag"] ||
+	if !slices.Equal(c.Pipelines, []int{1, 16}) || !c.Skip["accuracy"] || c.Skip["lag"] ||
 		!slices.Equal(c.intervals, []time.Duration{5 * time.Millisecond, 2 * time.Millisecond}) || c.acc.Lag != 20*time.Millisecond {
 		t.Errorf("got %+v", c)
 	}

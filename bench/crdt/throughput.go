@@ -80,7 +80,7 @@ func (r *runner) throughput(ctx context.Context) (*results, error) {
 	}
 	defer r.stop(mesh...)
 	all := append([]*node{single}, mesh...)
-	res := &results{cpu: map[mkey][]float64{}, Throughput: harness.Throughput[setup]{Pipelines: r.cfg.pipelines, Runs: r.cfg.runs,
+	res := &results{cpu: map[mkey][]float64{}, Throughput: harness.Throughput[setup]{Pipelines: r.cfg.Pipelines, Runs: r.cfg.Runs,
 		Seconds: r.cfg.seconds, Clients: harness.SplitEven(r.cfg.clients, meshSize)}}
 	if res.Rest, err = harness.RestCPU(ctx, pids(all)); err != nil {
 		return nil, err
@@ -96,7 +96,7 @@ func (r *runner) throughput(ctx context.Context) (*results, error) {
 		return mesh, res.Clients
 	}
 	setups := []setup{singleSetup, oneSetup, spreadSetup}
-	for _, pl := range r.cfg.pipelines {
+	for _, pl := range r.cfg.Pipelines {
 		// Unmeasured runs size each setup's measured runs to about
 		// -seconds, node by node: a first of -n requests, then one sized
 		// by it to last about a second, whose rates are used. A mesh node
@@ -119,7 +119,7 @@ func (r *runner) throughput(ctx context.Context) (*results, error) {
 			requests[s] = harness.SizeRuns(rps, r.cfg.seconds, clients)
 			r.logf("P=%-3d sizing    %-40s %v requests per run", pl, s, requests[s])
 		}
-		for run := range r.cfg.runs {
+		for run := range r.cfg.Runs {
 			order := slices.Clone(setups)
 			if run%2 == 1 {
 				slices.Reverse(order)
@@ -138,7 +138,7 @@ func (r *runner) throughput(ctx context.Context) (*results, error) {
 					return nil, err
 				}
 				var profiled sync.WaitGroup
-				if r.cfg.profile != "" && run == 0 && pl == slices.Max(r.cfg.pipelines) {
+				if r.cfg.profile != "" && run == 0 && pl == slices.Max(r.cfg.Pipelines) {
 					profiled.Go(func() {
 						who := mesh
 						if s == singleSetup {
@@ -163,7 +163,7 @@ func (r *runner) throughput(ctx context.Context) (*results, error) {
 					total += n
 				}
 				res.cpu[k] = append(res.cpu[k], float64((after-before).Microseconds())/float64(total))
-				r.logf("P=%-3d run %d/%d  %-40s %9.0f rps, p50 %.3f ms, p99 %.3f ms, %.1f µs CPU/request", pl, run+1, r.cfg.runs, s,
+				r.logf("P=%-3d run %d/%d  %-40s %9.0f rps, p50 %.3f ms, p99 %.3f ms, %.1f µs CPU/request", pl, run+1, r.cfg.Runs, s,
 					smp.RPS, smp.P50, smp.P99, res.cpu[k][len(res.cpu[k])-1])
 			}
 		}

@@ -40,37 +40,30 @@ import (
 var parts = []string{"throughput", "memory", "restart"}
 
 type config struct {
-	requests  int     // -n: requests of the run that sizes the measured ones
-	seconds   float64 // -seconds: how long a measured run lasts, about
-	pipelines []int   // -P
-	runs      int
-	pin       bool
-	keys      int
-	skip      map[string]bool
-	argv      []string // as given, for the report
+	harness.PartFlags         // -P, -runs, -skip
+	requests          int     // -n: requests of the run that sizes the measured ones
+	seconds           float64 // -seconds: how long a measured run lasts, about
+	pin               bool
+	keys              int
 }
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
-	c := config{argv: args}
+	var c config
 	fs := flag.NewFlagSet("persist", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	var pipelines, skip string
+	c.Register(fs, args, parts)
 	fs.IntVar(&c.requests, "n", 100000, "requests of each server's first, unmeasured run, which sizes the measured ones")
 	fs.Float64Var(&c.seconds, "seconds", 12, "length of a measured run: long enough for throttled's checkpoints (every 10 s under load) to count")
-	fs.StringVar(&pipelines, "P", "1,16", "comma-separated pipeline depths")
-	fs.IntVar(&c.runs, "runs", 3, "repeat each throughput measurement this many times and report the median")
 	fs.BoolVar(&c.pin, "pin", false, "run the servers on CPU 0 and redis-benchmark on the other CPUs (taskset)")
 	fs.IntVar(&c.keys, "keys", 1000000, "keys written for the memory and restart parts")
-	fs.StringVar(&skip, "skip", "", "comma-separated parts to skip: "+strings.Join(parts, ","))
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
-	var err error
-	if c.pipelines, c.skip, err = harness.ParseParts(fs, pipelines, skip, parts); err != nil {
+	if err := c.Parse(fs); err != nil {
 		return c, err
 	}
 	switch {
-	case c.requests < 1 || c.runs < 1 || c.keys < 1 || c.seconds <= 0:
+	case c.requests < 1 || c.Runs < 1 || c.keys < 1 || c.seconds <= 0:
 		return c, errors.New("-n, -seconds, -runs and -keys must be positive")
 	case c.pin && runtime.NumCPU() < 2:
 		return c, errors.New("-pin needs at least two CPUs")
@@ -117,18 +110,18 @@ func (r *runner) main(ctx context.Context, stdout io.Writer) error {
 	r.writeHeader(ctx, stdout)
 
 	var filled []*server // the memory part's persisted servers, reused by restart
-	if !r.cfg.skip["throughput"] {
+	if !r.cfg.Skip["throughput"] {
 		if err := r.throughput(ctx, stdout); err != nil {
 			return err
 		}
 		r.stopAll() // free CPU and memory for the next parts
 	}
-	if !r.cfg.skip["memory"] {
+	if !r.cfg.Skip["memory"] {
 		if filled, err = r.memory(ctx, stdout); err != nil {
 			return err
 		}
 	}
-	if !r.cfg.skip["restart"] {
+	if !r.cfg.Skip["restart"] {
 		if err := r.restart(ctx, stdout, filled); err != nil {
 			return err
 		}
@@ -139,7 +132,7 @@ func (r *runner) main(ctx context.Context, stdout io.Writer) error {
 
 func (r *runner) writeHeader(ctx context.Context, w io.Writer) {
 	goVersion := harness.GoVersion(r.bin)
-	harness.Heading(w, "Durability and memory: throttled vs redis-server", "go run ./bench/persist "+shellWords(r.cfg.argv))
+	harness.Heading(w, "Durability and memory: throttled vs redis-server", "go run ./bench/persist "+shellWords(r.cfg.Argv))
 	fmt.Fprintf(w, "- Machine: %s\n", harness.Machine())
 	fmt.Fprintf(w, "- Go: %s; throttled built from ./cmd/throttled, every instance with `--threads 1`\n", goVersion)
 	fmt.Fprintf(w, "- redis-server: %s\n", harness.FirstLine(ctx, "redis-server", "--version"))

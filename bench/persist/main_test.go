@@ -11,7 +11,7 @@ func TestParseFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(c.pipelines, []int{1, 4, 16}) || !c.skip["memory"] || !c.skip["restart"] || c.skip["throughput"] || c.keys != 10 {
+	if !slices.Equal(c.Pipelines, []int{1, 4, 16}) || !c.Skip["memory"] || !c.Skip["restart"] || c.Skip["throughput"] || c.keys != 10 {
 		t.Errorf("got %+v", c)
 	}
 	for _, args := range [][]string{{"-skip", "disk"}, {"-P", "0"}, {"-runs", "0"}, {"extra"}} {

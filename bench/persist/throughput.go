@@ -73,7 +73,7 @@ func (r *runner) throughput(ctx context.Context, w io.Writer) error {
 	results := map[[2]int][]float64{} // {pipeline, server index} -> rps of each run
 	checkpoints := map[int]int64{}    // server index -> checkpoints during measured runs
 	cpuPer := map[[2]int][]float64{}  // {pipeline, server index} -> µs of server CPU per request, each run
-	for _, pl := range r.cfg.pipelines {
+	for _, pl := range r.cfg.Pipelines {
 		// A first run of -n requests sizes each server's measured runs to
 		// about -seconds: long enough that throttled's checkpoints, which
 		// run every 10 s under load, are part of what is measured.
@@ -89,7 +89,7 @@ func (r *runner) throughput(ctx context.Context, w io.Writer) error {
 			requests[i] = max(r.cfg.requests, int(res.RPS*r.cfg.seconds))
 			r.logf("P=%-3d sizing    %-28s %9.0f rps -> %d requests per run", pl, s.label, res.RPS, requests[i])
 		}
-		for run := range r.cfg.runs {
+		for run := range r.cfg.Runs {
 			order := []int{0, 1, 2, 3, 4, 5}
 			if run%2 == 1 { // alternate who goes first
 				slices.Reverse(order)
@@ -117,7 +117,7 @@ func (r *runner) throughput(ctx context.Context, w io.Writer) error {
 				k := [2]int{pl, i}
 				results[k] = append(results[k], res.RPS)
 				cpuPer[k] = append(cpuPer[k], float64((cpuAfter-cpuBefore).Microseconds())/float64(requests[i]))
-				r.logf("P=%-3d run %d/%d  %-28s %9.0f rps, %d checkpoints", pl, run+1, r.cfg.runs, s.label, res.RPS, cps)
+				r.logf("P=%-3d run %d/%d  %-28s %9.0f rps, %d checkpoints", pl, run+1, r.cfg.Runs, s.label, res.RPS, cps)
 			}
 		}
 	}
@@ -129,21 +129,21 @@ func (r *runner) throughput(ctx context.Context, w io.Writer) error {
 		"CPU is the server process's user and system time per request (median), which the machine's noise moves less than rps; the kernel's writeback of the files is not in it. "+
 		"A ratio is the median of the runs' ratios, the two servers measured in the same run, within a minute of each other.\n\n",
 		benchClients, benchKeySpace, strings.Join(servers[0].throttle("k:__rand_int__", benchParams...), " "),
-		"EVALSHA <sha of bench/gcra.lua> 1 k:__rand_int__ "+strings.Join(benchParams, " ")+" 1", r.cfg.seconds, r.cfg.requests, r.cfg.runs)
+		"EVALSHA <sha of bench/gcra.lua> 1 k:__rand_int__ "+strings.Join(benchParams, " ")+" 1", r.cfg.seconds, r.cfg.requests, r.cfg.Runs)
 	fmt.Fprintf(w, "| server | flags |")
-	for _, pl := range r.cfg.pipelines {
+	for _, pl := range r.cfg.Pipelines {
 		fmt.Fprintf(w, " P=%d rps |", pl)
 	}
-	for _, pl := range r.cfg.pipelines {
+	for _, pl := range r.cfg.Pipelines {
 		fmt.Fprintf(w, " P=%d CPU µs/request |", pl)
 	}
-	fmt.Fprintf(w, " checkpoints during the runs |\n|---|---|%s---:|\n", strings.Repeat("---:|", 2*len(r.cfg.pipelines)))
+	fmt.Fprintf(w, " checkpoints during the runs |\n|---|---|%s---:|\n", strings.Repeat("---:|", 2*len(r.cfg.Pipelines)))
 	for i, s := range servers {
 		fmt.Fprintf(w, "| %s | `%s` |", s.label, flagsText(s))
-		for _, pl := range r.cfg.pipelines {
+		for _, pl := range r.cfg.Pipelines {
 			fmt.Fprintf(w, " %s |", harness.RPSCell(results[[2]int{pl, i}]))
 		}
-		for _, pl := range r.cfg.pipelines {
+		for _, pl := range r.cfg.Pipelines {
 			fmt.Fprintf(w, " %.2f |", harness.Median(cpuPer[[2]int{pl, i}]))
 		}
 		if s.redis || s.dir == "" {
@@ -155,20 +155,20 @@ func (r *runner) throughput(ctx context.Context, w io.Writer) error {
 	// The "from CPU" columns are the ratio a server bound by its own CPU
 	// would show: the inverse ratio of CPU per request.
 	fmt.Fprintf(w, "\n| ratio |")
-	for _, pl := range r.cfg.pipelines {
+	for _, pl := range r.cfg.Pipelines {
 		fmt.Fprintf(w, " P=%d |", pl)
 	}
-	for _, pl := range r.cfg.pipelines {
+	for _, pl := range r.cfg.Pipelines {
 		fmt.Fprintf(w, " P=%d from CPU |", pl)
 	}
-	fmt.Fprintf(w, " bar |\n|---|%s---|\n", strings.Repeat("---:|", 2*len(r.cfg.pipelines)))
+	fmt.Fprintf(w, " bar |\n|---|%s---|\n", strings.Repeat("---:|", 2*len(r.cfg.Pipelines)))
 	for _, q := range ratios {
 		fmt.Fprintf(w, "| %s |", q.label)
-		for _, pl := range r.cfg.pipelines {
+		for _, pl := range r.cfg.Pipelines {
 			v := harness.PairedRatio(results[[2]int{pl, q.num}], results[[2]int{pl, q.den}])
 			fmt.Fprintf(w, " %s |", harness.BarCell(v, q.bar > 0 && (q.barAt == 0 || q.barAt == pl), v >= q.bar))
 		}
-		for _, pl := range r.cfg.pipelines {
+		for _, pl := range r.cfg.Pipelines {
 			fmt.Fprintf(w, " %.2f |", harness.PairedRatio(cpuPer[[2]int{pl, q.den}], cpuPer[[2]int{pl, q.num}]))
 		}
 		switch {

@@ -51,55 +51,48 @@ import (
 var parts = []string{"throughput", "etcd", "failover"}
 
 type config struct {
-	requests  int     // -n: requests of the run that sizes the measured ones
-	seconds   float64 // -seconds: how long a measured run lasts, about
-	clients   int     // -c
-	pipelines []int   // -P
-	runs      int
-	failovers int
-	threads   int // throttled's --threads, every node
-	pin       bool
-	skip      map[string]bool
-	benchBin  string
-	etcdBin   string
-	argv      []string // as given, for the report
+	harness.PartFlags         // -P, -runs, -skip
+	requests          int     // -n: requests of the run that sizes the measured ones
+	seconds           float64 // -seconds: how long a measured run lasts, about
+	clients           int     // -c
+	failovers         int
+	threads           int // throttled's --threads, every node
+	pin               bool
+	benchBin          string
+	etcdBin           string
 }
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
-	c := config{argv: args}
+	var c config
 	fs := flag.NewFlagSet("raft", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	var pipelines, skip string
+	c.Register(fs, args, parts)
 	fs.IntVar(&c.requests, "n", 20000, "requests of each setup's first, unmeasured run, which sizes the measured ones")
 	fs.Float64Var(&c.seconds, "seconds", 5, "length of a measured run (throttled and etcd)")
 	fs.IntVar(&c.clients, "c", 50, "clients (connections), each with -P requests in flight")
-	fs.StringVar(&pipelines, "P", "1,16", "comma-separated pipeline depths")
-	fs.IntVar(&c.runs, "runs", 3, "repeat each throughput measurement this many times and report the median")
 	fs.IntVar(&c.failovers, "failovers", 5, "leader kills to time; the median is reported")
 	// redis-server runs commands on one thread and bench/compare and
 	// bench/persist give throttled the same; here three nodes and the
 	// client share the machine, which one thread per node also keeps fair.
 	fs.IntVar(&c.threads, "threads", 1, "throttled --threads, for every node")
 	fs.BoolVar(&c.pin, "pin", false, "run the servers on CPU 0 and the clients on the other CPUs (taskset)")
-	fs.StringVar(&skip, "skip", "", "comma-separated parts to skip: "+strings.Join(parts, ","))
 	fs.StringVar(&c.benchBin, "redis-benchmark", "redis-benchmark", "redis-benchmark binary")
 	fs.StringVar(&c.etcdBin, "etcd", "etcd", "etcd binary (Debian's etcd-server, 3.4)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
-	var err error
-	if c.pipelines, c.skip, err = harness.ParseParts(fs, pipelines, skip, parts); err != nil {
+	if err := c.Parse(fs); err != nil {
 		return c, err
 	}
-	if c.skip["throughput"] {
-		c.skip["etcd"] = true
+	if c.Skip["throughput"] {
+		c.Skip["etcd"] = true
 	}
 	switch {
-	case c.requests < 1 || c.seconds <= 0 || c.runs < 1 || c.failovers < 1 || c.threads < 0:
+	case c.requests < 1 || c.seconds <= 0 || c.Runs < 1 || c.failovers < 1 || c.threads < 0:
 		return c, errors.New("-n, -seconds, -runs and -failovers must be positive, -threads non-negative")
 	case c.clients < clusterSize:
 		return c, fmt.Errorf("-c: want at least %d clients, one per node", clusterSize)
-	case !c.skip["etcd"] && !slices.Contains(c.pipelines, 1):
+	case !c.Skip["etcd"] && !slices.Contains(c.Pipelines, 1):
 		return c, errors.New("etcd is compared at -P 1: include 1 in -P or -skip etcd")
 	case c.pin && runtime.NumCPU() < 2:
 		return c, errors.New("-pin needs at least two CPUs")
@@ -137,7 +130,7 @@ func (r *runner) main(ctx context.Context, stdout io.Writer) error {
 	if err := harness.LookPaths(need...); err != nil {
 		return err
 	}
-	if !r.cfg.skip["etcd"] {
+	if !r.cfg.Skip["etcd"] {
 		if _, err := exec.LookPath(r.cfg.etcdBin); err != nil {
 			r.noEtcd = fmt.Sprintf("%v (Debian: apt-get install etcd-server)", err)
 			r.logf("etcd left out: %s", r.noEtcd)
@@ -153,7 +146,7 @@ func (r *runner) main(ctx context.Context, stdout io.Writer) error {
 		return err
 	}
 	var load string
-	if !r.cfg.skip["etcd"] && r.noEtcd == "" {
+	if !r.cfg.Skip["etcd"] && r.noEtcd == "" {
 		if load, err = harness.Build(ctx, "bench/raft/etcdload", filepath.Join(r.tmp, "etcdload"), r.logf); err != nil {
 			return fmt.Errorf("%w\n(etcdload is built from the Go module proxy; -skip etcd leaves etcd out)", err)
 		}
@@ -164,7 +157,7 @@ func (r *runner) main(ctx context.Context, stdout io.Writer) error {
 	if r.cluster, err = r.startCluster(ctx); err != nil {
 		return err
 	}
-	if !r.cfg.skip["throughput"] {
+	if !r.cfg.Skip["throughput"] {
 		if r.single, err = r.startSingle(ctx); err != nil {
 			return err
 		}
@@ -183,7 +176,7 @@ func (r *runner) main(ctx context.Context, stdout io.Writer) error {
 		r.stopEtcd()
 		r.single.stop(r.logf)
 	}
-	if !r.cfg.skip["failover"] {
+	if !r.cfg.Skip["failover"] {
 		tries, err := r.failovers(ctx)
 		if err != nil {
 			return err
@@ -196,13 +189,13 @@ func (r *runner) main(ctx context.Context, stdout io.Writer) error {
 
 func (r *runner) writeHeader(ctx context.Context, w io.Writer, load string) {
 	goVersion := harness.GoVersion(r.bin)
-	harness.Heading(w, "Raft: a 3-node throttled cluster vs one node and vs etcd", "go run ./bench/raft "+strings.Join(r.cfg.argv, " "))
+	harness.Heading(w, "Raft: a 3-node throttled cluster vs one node and vs etcd", "go run ./bench/raft "+strings.Join(r.cfg.Argv, " "))
 	fmt.Fprintf(w, "- Machine: %s\n", harness.Machine())
 	fmt.Fprintf(w, "- Load average at the start (1, 5, 15 min): %s\n", harness.LoadAvg())
 	fmt.Fprintf(w, "- Go: %s; throttled built from ./cmd/throttled, every node with `--threads %d`\n", goVersion, r.cfg.threads)
 	fmt.Fprintf(w, "- Client: %s\n", harness.FirstLine(ctx, r.cfg.benchBin, "--version"))
 	switch {
-	case r.cfg.skip["etcd"]:
+	case r.cfg.Skip["etcd"]:
 		fmt.Fprintf(w, "- etcd: skipped (-skip)\n")
 	case r.noEtcd != "":
 		fmt.Fprintf(w, "- etcd: **not measured**: %s\n", r.noEtcd)

@@ -16,12 +16,12 @@ func TestParseFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(c.pipelines, []int{1, 16}) || !c.skip["failover"] || c.skip["etcd"] || c.runs != 5 || c.clients != 30 {
+	if !slices.Equal(c.Pipelines, []int{1, 16}) || !c.Skip["failover"] || c.Skip["etcd"] || c.Runs != 5 || c.clients != 30 {
 		t.Errorf("got %+v", c)
 	}
 	// Without the throughput part there is nothing to pair etcd with.
-	if c, err := parseFlags([]string{"-skip", "throughput", "-P", "16"}, io.Discard); err != nil || !c.skip["etcd"] {
-		t.Errorf("-skip throughput: got %+v, %v; want etcd skipped too", c.skip, err)
+	if c, err := parseFlags([]string{"-skip", "throughput", "-P", "16"}, io.Discard); err != nil || !c.Skip["etcd"] {
+		t.Errorf("-skip throughput: got %+v, %v; want etcd skipped too", c.Skip, err)
 	}
 	for _, args := range [][]string{
 		{"-skip", "disk"}, {"-P", "0"}, {"-runs", "0"}, {"-failovers", "0"}, {"-c", "2"}, {"extra"},

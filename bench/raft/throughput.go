@@ -54,7 +54,7 @@ type results struct {
 // throughput measures every setup at every -P, -runs times, each run's
 // setups in an order reversed every other run; etcd goes with them at -P 1.
 func (r *runner) throughput(ctx context.Context) (*results, error) {
-	res := &results{Throughput: harness.Throughput[setup]{Pipelines: r.cfg.pipelines, Runs: r.cfg.runs, Seconds: r.cfg.seconds,
+	res := &results{Throughput: harness.Throughput[setup]{Pipelines: r.cfg.Pipelines, Runs: r.cfg.Runs, Seconds: r.cfg.seconds,
 		Clients: harness.SplitEven(r.cfg.clients, clusterSize)}}
 	var err error
 	if res.Rest, err = harness.RestCPU(ctx, r.pids()); err != nil {
@@ -64,7 +64,7 @@ func (r *runner) throughput(ctx context.Context) (*results, error) {
 	if res.terms[0], err = r.cluster.term(ctx); err != nil {
 		return nil, err
 	}
-	for _, pl := range r.cfg.pipelines {
+	for _, pl := range r.cfg.Pipelines {
 		setups := []setup{singleSetup, leaderSetup, spreadSetup}
 		// A first run of -n requests sizes each setup's measured runs to
 		// about -seconds, node by node: with the clients spread, the three
@@ -89,7 +89,7 @@ func (r *runner) throughput(ctx context.Context) (*results, error) {
 		if pl == 1 && r.etcd != nil {
 			setups = append(setups, etcdSetup)
 		}
-		for run := range r.cfg.runs {
+		for run := range r.cfg.Runs {
 			order := slices.Clone(setups)
 			if run%2 == 1 { // alternate who goes first
 				slices.Reverse(order)
@@ -107,7 +107,7 @@ func (r *runner) throughput(ctx context.Context) (*results, error) {
 					return nil, err
 				}
 				res.Add(pl, s, smp)
-				r.logf("P=%-3d run %d/%d  %-40s %9.0f rps, p50 %.3f ms, p99 %.3f ms", pl, run+1, r.cfg.runs, s, smp.RPS, smp.P50, smp.P99)
+				r.logf("P=%-3d run %d/%d  %-40s %9.0f rps, p50 %.3f ms, p99 %.3f ms", pl, run+1, r.cfg.Runs, s, smp.RPS, smp.P50, smp.P99)
 			}
 		}
 	}

@@ -1,8 +1,8 @@
 // Package harness holds what the benchmark programs (bench/compare,
 // bench/persist, bench/accuracy, bench/raft, bench/crdt, bench/policy,
 // bench/lease) share: building and starting the throttled binary, loading a Lua script, pinning processes to CPUs, describing the
-// machine and its load, waiting for servers to go idle, finishing the
-// reading of the -P and -skip flags, a report's heading, and the small
+// machine and its load, waiting for servers to go idle, the -P, -runs
+// and -skip flags, a report's heading, and the small
 // statistics and number formats of their reports.
 package harness
 

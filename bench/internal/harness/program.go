@@ -12,22 +12,40 @@ import (
 // The pieces of a benchmark program's command line and report that the
 // programs with parts (bench/raft, bench/crdt, bench/persist) share.
 
-// ParseParts finishes reading a command line once fs has parsed it: no
-// arguments may be left, pipelines is a -P flag's value and skip a -skip
-// flag's, out of parts.
-func ParseParts(fs *flag.FlagSet, pipelines, skip string, parts []string) ([]int, map[string]bool, error) {
+// PartFlags are the flags bench/crdt, bench/raft and bench/persist have
+// alike: the pipeline depths, how often each measurement is repeated and
+// the parts of the run to skip.
+type PartFlags struct {
+	Pipelines []int           // -P
+	Runs      int             // -runs
+	Skip      map[string]bool // -skip, out of the program's parts
+	Argv      []string        // the command line as given, for the report
+
+	pipelines, skip string
+	parts           []string
+}
+
+// Register defines -P, -runs and -skip on fs (parts are what -skip may
+// name) and keeps args, the command line fs will parse.
+func (p *PartFlags) Register(fs *flag.FlagSet, args, parts []string) {
+	p.Argv, p.parts = args, parts
+	fs.StringVar(&p.pipelines, "P", "1,16", "comma-separated pipeline depths")
+	fs.IntVar(&p.Runs, "runs", 3, "repeat each throughput measurement this many times and report the median")
+	fs.StringVar(&p.skip, "skip", "", "comma-separated parts to skip: "+strings.Join(parts, ","))
+}
+
+// Parse finishes reading the command line once fs has parsed it: no
+// arguments may be left, and -P and -skip must be well formed.
+func (p *PartFlags) Parse(fs *flag.FlagSet) error {
 	if fs.NArg() > 0 {
-		return nil, nil, fmt.Errorf("unexpected arguments %q", fs.Args())
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	p, err := ParsePipelines(pipelines)
-	if err != nil {
-		return nil, nil, err
+	var err error
+	if p.Pipelines, err = ParsePipelines(p.pipelines); err != nil {
+		return err
 	}
-	s, err := ParseSkip(skip, parts)
-	if err != nil {
-		return nil, nil, err
-	}
-	return p, s, nil
+	p.Skip, err = ParseSkip(p.skip, p.parts)
+	return err
 }
 
 // Logf writes a line of progress to w.

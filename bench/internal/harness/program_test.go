@@ -9,28 +9,28 @@ import (
 	"testing"
 )
 
-func TestParseParts(t *testing.T) {
-	parse := func(args ...string) ([]int, map[string]bool, error) {
+func TestPartFlags(t *testing.T) {
+	parse := func(args ...string) (PartFlags, error) {
 		fs := flag.NewFlagSet("x", flag.ContinueOnError)
 		fs.SetOutput(io.Discard)
-		var pipelines, skip string
-		fs.StringVar(&pipelines, "P", "1,16", "")
-		fs.StringVar(&skip, "skip", "", "")
+		var p PartFlags
+		p.Register(fs, args, []string{"a", "b"})
 		if err := fs.Parse(args); err != nil {
 			t.Fatal(err)
 		}
-		return ParseParts(fs, pipelines, skip, []string{"a", "b"})
+		return p, p.Parse(fs)
 	}
-	p, s, err := parse("-skip", "b")
-	if err != nil || !slices.Equal(p, []int{1, 16}) || !s["b"] || s["a"] {
-		t.Errorf("ParseParts = %v, %v, %v", p, s, err)
+	p, err := parse("-skip", "b", "-runs", "5")
+	if err != nil || !slices.Equal(p.Pipelines, []int{1, 16}) || !p.Skip["b"] || p.Skip["a"] || p.Runs != 5 ||
+		!slices.Equal(p.Argv, []string{"-skip", "b", "-runs", "5"}) {
+		t.Errorf("PartFlags = %+v, %v", p, err)
 	}
 	for args, want := range map[string]string{
 		"-P 0":      "-P: bad pipeline depth",
 		"-skip c":   "-skip: unknown part",
 		"-P 1 more": `unexpected arguments ["more"]`,
 	} {
-		if _, _, err := parse(strings.Fields(args)...); err == nil || !strings.Contains(err.Error(), want) {
+		if _, err := parse(strings.Fields(args)...); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: err = %v, want %q", args, err, want)
 		}
 	}
