@@ -161,8 +161,10 @@ func Start(cfg Config, cmds *commands.Server, parts Parts) (*Node, error) {
 	// with the last entry up to 100 ms later.
 	rc.CommitTimeout = 50 * time.Millisecond
 	rc.Logger = NewHclog(cfg.Logger)
-	n := &Node{cfg: cfg, fsm: newFSM(cmds), parts: parts, log: cfg.Logger, stop: make(chan struct{}), poke: make(chan struct{}, 1),
+	n := &Node{cfg: cfg, fsm: newFSM(cmds), log: cfg.Logger, stop: make(chan struct{}), poke: make(chan struct{}, 1),
 		reach: reachability{seen: map[string]time.Time{}}}
+	parts.Trans = withContact(parts.Trans, &n.reach)
+	n.parts = parts
 	has, err := hraft.HasExistingState(parts.Logs, parts.Stable, parts.Snaps)
 	if err != nil {
 		return nil, err
