@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/throttleddb/throttled/resp"
+	"github.com/throttleddb/throttled/store"
 )
 
 // TestPackedStates_OneCommand: the store holds FWC states packed in their
@@ -32,5 +33,24 @@ func TestPackedStates_OneCommand(t *testing.T) {
 				t.Errorf("round %d: f%d has %d remaining, want %d", round, i, got[2], want)
 			}
 		}
+	}
+}
+
+// TestPackedStates_RoomStartsOver: each command, a script's inner ones
+// too, starts the connection's room for packed states over, so a script
+// that decides a thousand times keeps a few states' worth, not a thousand.
+func TestPackedStates_RoomStartsOver(t *testing.T) {
+	s, _ := newTestServer(t)
+	c := &resp.Conn{}
+	do(s, c, "FWC.THROTTLE", "f", "100000", "60")
+	script := "for i = 1, 1000 do redis.call('FWC.THROTTLE', KEYS[1], 100000, 60) end return 1"
+	if r := do(s, c, "EVAL", script, "1", "f"); r != ":1\r\n" {
+		t.Fatalf("EVAL: %q", r)
+	}
+	if got := replyInts(t, do(s, c, "FWC.THROTTLE", "f", "100000", "60", "0")); got[2] != 100000-1001 {
+		t.Fatalf("remaining %d, want %d", got[2], 100000-1001)
+	}
+	if n := cap(s.state(c).unpacked); n > 4*store.PackedLen {
+		t.Fatalf("the connection keeps %d bytes of room", n)
 	}
 }

@@ -221,8 +221,8 @@ type connState struct {
 	// multi is non-nil between MULTI and EXEC/DISCARD.
 	multi *multiState
 	// unpacked holds the packed states (store/packed.go) the command being
-	// run has read, one after the other (Ctx.stateBuf); execute starts it
-	// over for each command.
+	// run has read, one after the other (Ctx.stateBuf); run starts it over
+	// for each command, EXEC's and a script's inner ones too.
 	unpacked []byte
 	// ctx is reused by every command of the connection, so running a
 	// command does not allocate one.
@@ -387,7 +387,6 @@ func (s *Server) execute(c *resp.Conn, w *resp.Writer, st *connState, spec *Spec
 		now = s.mesh.Now()
 	}
 	st.ctx = Ctx{srv: s, Conn: c, W: w, Args: args, Tx: s.store.Tx(now), st: st}
-	st.unpacked = st.unpacked[:0]
 	s.run(&st.ctx, spec, start)
 	st.ctx.Args = nil // they alias the reader's buffer
 	s.store.Unlock(&st.locks)
@@ -434,6 +433,7 @@ func (s *Server) addLocks(l *store.LockSet, st *connState, spec *Spec, args [][]
 // (docs/operations.md, "SLOWLOG").
 func (s *Server) run(c *Ctx, spec *Spec, start time.Time) {
 	mark := c.W.Len()
+	c.st.unpacked = c.st.unpacked[:0]
 	if msg := s.meshRefusal(spec); msg != "" {
 		c.W.Error(msg)
 	} else {

@@ -307,10 +307,11 @@ func Start(cfg Config) (*Node, error) {
 		if pdb != nil {
 			checkpoints = pdb.Checkpoints
 		}
-		// The buffers idle connections give back are garbage the
-		// allocation count does not see: each idleAllocs of them counts
-		// as a checkpoint does, so that an idle node returns them too.
-		freed := func() int64 { return checkpoints() + n.net.Stats().Trimmed/idleAllocs }
+		// The buffers idle connections give back, and the tables'
+		// arrays the sweeper lets go, are garbage the allocation count
+		// does not see: each idleAllocs of them counts as a checkpoint
+		// does, so that an idle node returns them too.
+		freed := func() int64 { return checkpoints() + (n.net.Stats().Trimmed+st.Released())/idleAllocs }
 		go releaseIdleMemory(ctx, cmds.CommandsProcessed, freed, debug.FreeOSMemory, idleCheck)
 	}
 	// Metrics first: a client's SHUTDOWN may close the node as soon as

@@ -1,19 +1,26 @@
 package store
 
 import (
-	"encoding/binary"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"testing"
 
 	"github.com/throttleddb/throttled/engines"
 )
 
-// fwcState is an FWC state's bytes: version 1, the kind, newest, count.
+// fwcState is the state FWC's engine writes for count units (> 0)
+// counted at newest.
 func fwcState(newest, count int64) []byte {
-	b := []byte{1, byte(engines.FWC)}
-	b = binary.LittleEndian.AppendUint64(b, uint64(newest))
-	return binary.LittleEndian.AppendUint64(b, uint64(count))
+	l, err := engines.NewFWC(math.MaxInt64, 1e9)
+	if err != nil {
+		panic(err)
+	}
+	state, _, err := l.Commit(nil, newest, count)
+	if err != nil {
+		panic(err)
+	}
+	return state
 }
 
 // modelKey is what the model holds for a key.
@@ -79,7 +86,7 @@ func runKeyspaceModel(t *testing.T, seed uint64, maxKeys int64) {
 			case 1:
 				v = Value{Kind: KindTB, Bytes: []byte(fmt.Sprint("state", rng.IntN(1e6)))}
 			case 2: // packed in its slot when it fits (packed.go)
-				v = Value{Kind: KindFWC, Bytes: fwcState(now-rng.Int64N(1<<rng.IntN(62)), rng.Int64N(1<<rng.IntN(40)))}
+				v = Value{Kind: KindFWC, Bytes: fwcState(now-rng.Int64N(1<<rng.IntN(62)), 1+rng.Int64N(1<<rng.IntN(40)))}
 			default:
 				v = str(fmt.Sprint("v", rng.IntN(1e9)))
 			}

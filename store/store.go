@@ -78,6 +78,7 @@ type Store struct {
 	keys        atomic.Int64 // keys in every database, expired ones included until removed
 	memory      atomic.Int64 // accounted bytes of every key (see EntryOverhead)
 	expiredKeys atomic.Int64 // keys removed because their TTL passed
+	released    atomic.Int64 // bytes the sweeper's table steps let go (Released)
 	evictedKeys atomic.Int64 // keys removed to stay under MaxKeys/MaxMemory
 	// evict wakes the background evictor when a write could not evict
 	// enough from its own shard.
@@ -190,9 +191,10 @@ func (r ref) get() entry { return entryOf(r.tab.Get(r.p)) }
 // in MaxMemory's accounting: its table slot, 32 bytes and a control byte,
 // at the 78% load a table averages between growths. A name of up to 15
 // bytes, an integer value and a packed state (packed.go) cost nothing more
-// (they are in the slot); see recordCost for the rest. bench/memory measured RSS growth 2-7% above
-// this count on idle CL.THROTTLE, TB and FWC keys; a table that is moving
-// its keys to larger arrays holds both for a while (up to 80% more slots).
+// (they are in the slot); see recordCost for the rest. bench/memory
+// measured RSS growth 2-10% above this count on idle CL.THROTTLE, TB and
+// FWC keys; a table that is moving its keys to larger arrays holds both
+// for a while (up to 80% more slots).
 const EntryOverhead = 42
 
 // inlineName is the longest name a slot holds itself.
@@ -232,8 +234,8 @@ type shard struct {
 	watchers map[dbKey][]watcher
 	// gone lists the saved keys removed since the last Collect (saved.go).
 	gone []dbKey
-	// unpacked holds a packed state's bytes while the journal is told of
-	// it (saved.go).
+	// unpacked holds a packed state's bytes while the journal or a
+	// Collector is handed them (saved.go).
 	unpacked [PackedLen]byte
 }
 
@@ -623,9 +625,8 @@ func (s *Store) setValue(sh *shard, db int, r ref, v Value, expireMs int64) {
 	e := entryOf(cur)
 	e.expireMs = expireMs
 	te := tableEntry(v, e)
-	old := bytesCost(cur) // before Set: cur.Bytes may alias the record Set frees
 	r.tab.Set(r.p, te)
-	if d := bytesCost(te) - old; d != 0 {
+	if d := bytesCost(te) - bytesCost(cur); d != 0 {
 		s.account(sh, db, 0, d)
 	}
 }
@@ -983,9 +984,23 @@ func (s *Store) stepTables(i int, now int64) (busy bool) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	for _, tab := range sh.dbs {
-		if tab != nil && tab.Step(tableStep, floorDiv(now, 1e9)) {
+		if tab == nil {
+			continue
+		}
+		before := tab.Memory()
+		if tab.Step(tableStep, floorDiv(now, 1e9)) {
 			busy = true
+		}
+		if d := before - tab.Memory(); d > 0 {
+			s.released.Add(d)
 		}
 	}
 	return busy
 }
+
+// Released returns the bytes the sweeper's table steps have let go so far:
+// the old arrays of a rehash they finished, the arena chunks a compaction
+// emptied. It is garbage that no allocation shows: a burst of writes ends
+// with rehashes under way, which the sweeper finishes once the node is
+// idle, after the server's idle release may have run (server/idlemem.go).
+func (s *Store) Released() int64 { return s.released.Load() }
