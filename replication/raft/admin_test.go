@@ -151,3 +151,39 @@ func TestRaft_LeaderIsRESPAddress(t *testing.T) {
 		return len(named) == len(c.Members)
 	})
 }
+
+// Raft's own traffic is contact: on the in-memory transport no member can
+// dial another's cluster address, so only the leader's heartbeats make its
+// followers reachable on it, and the leader reachable on each follower
+// (which is what spares an idle leader the probes: bench/idle). A follower
+// cut off stops being reachable on the leader within the probe's window.
+func TestRaft_RaftTrafficIsContact(t *testing.T) {
+	c := rafttest.New(t, 3, server.Config{})
+	lead := c.Leader()
+	reachable := func(on, of *rafttest.Member) bool {
+		members, _ := c.Do(on, "RAFT", "MEMBERS").([]any)
+		for _, e := range members {
+			if e := e.([]any); e[0] == of.ID {
+				return e[4] == int64(1)
+			}
+		}
+		return false
+	}
+	for _, m := range c.Members {
+		if m == lead {
+			continue
+		}
+		testwait.For(t, 10*time.Second, "the leader reaches "+m.ID+" and "+m.ID+" the leader", func() bool {
+			return reachable(lead, m) && reachable(m, lead)
+		})
+	}
+	cut := c.Follower()
+	c.Isolate(cut)
+	testwait.For(t, 10*time.Second, cut.ID+" unreachable on the leader once cut off", func() bool {
+		return !reachable(lead, cut)
+	})
+	info := fmt.Sprint(c.Do(lead, "INFO", "replication"))
+	if !strings.Contains(info, "raft_member_"+cut.ID+":addr="+string(cut.Addr)) || !strings.Contains(info, "reachable=0") {
+		t.Fatalf("INFO replication on the leader after %s was cut off:\n%s", cut.ID, info)
+	}
+}

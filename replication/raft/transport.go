@@ -55,3 +55,48 @@ func (s *tlsStream) Addr() net.Addr {
 func (s *tlsStream) Dial(addr hraft.ServerAddress, timeout time.Duration) (net.Conn, error) {
 	return tlsconf.Dial(string(addr), timeout, s.client)
 }
+
+// contactTransport is a Raft transport that notes in seen each member
+// address that answers this node's AppendEntries (the leader's heartbeats
+// included), RequestVote or RequestPreVote: contact that spares the probe
+// a dial (probeEvery). Raft's network and in-memory transports both have
+// pre-vote and Close, which raft looks for; a transport without them is
+// not wrapped (so raft does not believe it has them).
+type contactTransport struct {
+	fullTransport
+	seen *reachability
+}
+
+// fullTransport is a transport with the optional parts raft checks for.
+type fullTransport interface {
+	hraft.Transport
+	hraft.WithPreVote
+	hraft.WithClose
+}
+
+// withContact wraps t when it is a fullTransport.
+func withContact(t hraft.Transport, seen *reachability) hraft.Transport {
+	if f, ok := t.(fullTransport); ok {
+		return contactTransport{f, seen}
+	}
+	return t
+}
+
+func (t contactTransport) answered(target hraft.ServerAddress, err error) error {
+	if err == nil {
+		t.seen.note(string(target))
+	}
+	return err
+}
+
+func (t contactTransport) AppendEntries(id hraft.ServerID, target hraft.ServerAddress, args *hraft.AppendEntriesRequest, resp *hraft.AppendEntriesResponse) error {
+	return t.answered(target, t.fullTransport.AppendEntries(id, target, args, resp))
+}
+
+func (t contactTransport) RequestVote(id hraft.ServerID, target hraft.ServerAddress, args *hraft.RequestVoteRequest, resp *hraft.RequestVoteResponse) error {
+	return t.answered(target, t.fullTransport.RequestVote(id, target, args, resp))
+}
+
+func (t contactTransport) RequestPreVote(id hraft.ServerID, target hraft.ServerAddress, args *hraft.RequestPreVoteRequest, resp *hraft.RequestPreVoteResponse) error {
+	return t.answered(target, t.fullTransport.RequestPreVote(id, target, args, resp))
+}
