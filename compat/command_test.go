@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/throttleddb/throttled/resp"
 	"github.com/throttleddb/throttled/server"
 	"github.com/throttleddb/throttled/server/servertest"
 )
@@ -174,14 +175,14 @@ func ask(t *testing.T, addr string, proto int, args ...string) []string {
 	r := bufio.NewReader(nc)
 	var out []string
 	if proto == 3 {
-		if _, err := nc.Write(appendCommand(nil, []string{"HELLO", "3"})); err != nil {
+		if _, err := nc.Write(resp.AppendCommand(nil, "HELLO", "3")); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := readReply(r, "", nil); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := nc.Write(appendCommand(nil, args)); err != nil {
+	if _, err := nc.Write(resp.AppendCommand(nil, args...)); err != nil {
 		t.Fatal(err)
 	}
 	if out, err = readReply(r, "", out); err != nil {

@@ -79,6 +79,7 @@ import (
 	"github.com/throttleddb/throttled/internal/testcert"
 	"github.com/throttleddb/throttled/replication/crdt/crdttest"
 	"github.com/throttleddb/throttled/replication/raft/rafttest"
+	"github.com/throttleddb/throttled/resp"
 	"github.com/throttleddb/throttled/server"
 	"github.com/throttleddb/throttled/server/servertest"
 )
@@ -385,7 +386,7 @@ func (r *runner) commands(b *block, lines ...string) []string {
 		if err != nil || len(args) == 0 {
 			r.fatal(b, "bad command line %q: %v", line, err)
 		}
-		data = appendCommand(data, args)
+		data = resp.AppendCommand(data, args...)
 	}
 	c := r.conn(b)
 	r.send(b, c, data)
@@ -471,7 +472,7 @@ func (r *runner) runClock(b *block, f []string) {
 }
 
 func (r *runner) clockCommand(b *block, args ...string) []string {
-	r.send(b, r.clock, appendCommand(nil, args))
+	r.send(b, r.clock, resp.AppendCommand(nil, args...))
 	r.clock.nc.SetReadDeadline(time.Now().Add(replyTimeout))
 	got, err := readReply(r.clock.r, "", nil)
 	if err != nil {
@@ -501,14 +502,6 @@ func (c *conn) readRaw(n int) (out []byte, closed bool) {
 			return out, true // EOF, or reset
 		}
 	}
-}
-
-func appendCommand(b []byte, args []string) []byte {
-	b = fmt.Appendf(b, "*%d\r\n", len(args))
-	for _, a := range args {
-		b = fmt.Appendf(b, "$%d\r\n%s\r\n", len(a), a)
-	}
-	return b
 }
 
 // readReply reads one RESP2/RESP3 reply and appends its rendering to out,
