@@ -190,10 +190,6 @@ func (r *runner) measureAll(ctx context.Context, w io.Writer, n int) error {
 	fmt.Fprintf(w, "| server | each key written with | PTTL | idle RSS | RSS with keys | growth | growth per key | used_memory | write time | GC CPU | worst pause | idle mark |\n")
 	fmt.Fprintf(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, m := range res {
-		settled := ""
-		if !m.settled {
-			settled = fmt.Sprintf(" (still moving after %v)", harness.RSSDeadline)
-		}
 		gcCPU, pause, mark := "-", "-", "-"
 		if m.gc != nil {
 			gcCPU = fmt.Sprintf("%.1f%%", 100*m.gc.share())
@@ -201,7 +197,7 @@ func (r *runner) measureAll(ctx context.Context, w io.Writer, n int) error {
 			mark = fmt.Sprintf("%.1f ms", m.gc.lastForcedMarkMs)
 		}
 		fmt.Fprintf(w, "| %s | `%s` | %d ms | %s | %s%s | %s | %d B | %s | %.1f s | %s | %s | %s |\n",
-			m.label, m.command, m.pttl, harness.MiB(m.idle), harness.MiB(m.full), settled, harness.MiB(m.full-m.idle),
+			m.label, m.command, m.pttl, harness.MiB(m.idle), harness.MiB(m.full), harness.Unsettled(m.settled), harness.MiB(m.full-m.idle),
 			(m.full-m.idle)/keys, harness.MiB(m.usedMemory), m.fill.Seconds(), gcCPU, pause, mark)
 	}
 	fmt.Fprintf(w, "\n| ratio to redis-server | RSS growth | used_memory | bar (RSS growth, issue 26) |\n|---|---:|---:|---|\n")

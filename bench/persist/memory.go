@@ -96,12 +96,8 @@ func (r *runner) memory(ctx context.Context, w io.Writer) ([]*server, error) {
 	fmt.Fprintf(w, "| server | flags | idle RSS | RSS with keys | growth | growth per key | used_memory | used_memory_dataset | write time |\n")
 	fmt.Fprintf(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, m := range res {
-		settled := ""
-		if !m.settled {
-			settled = fmt.Sprintf(" (still moving after %v)", harness.RSSDeadline)
-		}
 		fmt.Fprintf(w, "| %s | `%s` | %s | %s%s | %s | %d B | %s | %s | %.1f s |\n",
-			m.s.label, flagsText(m.s), harness.MiB(m.idle), harness.MiB(m.full), settled, harness.MiB(m.full-m.idle),
+			m.s.label, flagsText(m.s), harness.MiB(m.idle), harness.MiB(m.full), harness.Unsettled(m.settled), harness.MiB(m.full-m.idle),
 			(m.full-m.idle)/keys, harness.MiB(m.usedMemory), harness.MiB(m.dataset), m.fill.Seconds())
 	}
 	fmt.Fprintf(w, "\n| ratio | RSS growth | RSS | used_memory | bar (RSS growth) |\n|---|---:|---:|---:|---|\n")

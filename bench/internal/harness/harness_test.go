@@ -113,3 +113,12 @@ func ratioHeader(pipelines []int) string {
 	RatioHeader(&b, pipelines)
 	return b.String()
 }
+
+func TestUnsettled(t *testing.T) {
+	if got := Unsettled(true); got != "" {
+		t.Errorf("settled: %q", got)
+	}
+	if got, want := Unsettled(false), " (still moving after 1m0s)"; got != want {
+		t.Errorf("unsettled: %q, want %q", got, want)
+	}
+}

@@ -74,3 +74,12 @@ func ParseRSS(status string) (int64, error) {
 
 // MiB formats a byte count in MiB.
 func MiB(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
+
+// Unsettled is what a report adds after an RSS figure that SettledRSS
+// returned unsettled (nothing when settled).
+func Unsettled(settled bool) string {
+	if settled {
+		return ""
+	}
+	return fmt.Sprintf(" (still moving after %v)", RSSDeadline)
+}
