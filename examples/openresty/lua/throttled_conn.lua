@@ -84,6 +84,27 @@ function _M.connect()
   return red
 end
 
+-- call runs one command on a pooled connection and returns its reply, or
+-- nil and an error: a socket error, or an error reply (such as NOPERM)
+-- after "label: ".
+function _M.call(label, cmd, ...)
+  local red, err = _M.connect()
+  if not red then
+    return nil, err
+  end
+  -- lua-resty-redis sends any method name as the command name.
+  local res, err = red[cmd](red, ...)
+  if res == nil then
+    red:close() -- a socket error: the connection is not reusable
+    return nil, err
+  end
+  red:set_keepalive(10000, 100)
+  if res == false then
+    return nil, label .. ": " .. err
+  end
+  return res
+end
+
 -- fail_open reads $throttle_fail_open: true for "on", false for "off" or
 -- unset (nil when no location sets it, "" when another one does: fail
 -- closed); any other value is a mistake, returned as an error.

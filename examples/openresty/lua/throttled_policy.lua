@@ -79,26 +79,18 @@ end
 
 -- decide sends THROTTLE.POLICY and returns its reply, or nil and an error.
 local function decide(method, path, principal, tenant)
-  local red, err = conn.connect()
-  if not red then
-    return nil, err
-  end
-  local res
+  local label = "THROTTLE.POLICY " .. method .. " " .. path
+  local res, err
   if tenant then
-    res, err = red["throttle.policy"](red, method, path, principal, "TENANT", tenant)
+    res, err = conn.call(label, "throttle.policy", method, path, principal, "TENANT", tenant)
   else
-    res, err = red["throttle.policy"](red, method, path, principal)
+    res, err = conn.call(label, "throttle.policy", method, path, principal)
   end
   if res == nil then
-    red:close() -- a socket error: the connection is not reusable
     return nil, err
   end
-  red:set_keepalive(10000, 100)
-  if res == false then
-    return nil, "THROTTLE.POLICY " .. method .. " " .. path .. ": " .. err
-  end
   if not is_decision(res) then
-    return nil, "THROTTLE.POLICY " .. method .. " " .. path .. ": not a THROTTLE.POLICY reply"
+    return nil, label .. ": not a THROTTLE.POLICY reply"
   end
   return res
 end

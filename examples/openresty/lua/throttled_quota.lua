@@ -184,24 +184,10 @@ local function config()
   return c
 end
 
--- call runs one command on a pooled connection and returns its reply, or
--- nil and an error (a socket error, or an error reply such as NOPERM).
+-- call runs one command (throttled_conn.call), its error replies named by
+-- the command.
 local function call(cmd, ...)
-  local red, err = conn.connect()
-  if not red then
-    return nil, err
-  end
-  -- lua-resty-redis sends any method name as the command name.
-  local res, err = red[cmd](red, ...)
-  if res == nil then
-    red:close() -- a socket error: the connection is not reusable
-    return nil, err
-  end
-  red:set_keepalive(10000, 100)
-  if res == false then
-    return nil, cmd:upper() .. ": " .. err
-  end
-  return res
+  return conn.call(cmd:upper(), cmd, ...)
 end
 
 ---------------------------------------------------------------------------
