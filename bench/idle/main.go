@@ -2,7 +2,7 @@
 // the CPU each node uses over a window with no client, as a single node, a
 // 3-node Raft group and a 3-node mesh, started as real processes.
 //
-//	go run ./bench/idle [-seconds 15] [-runs 3] [-bin name=path,...]
+//	go run ./bench/idle [-seconds 15] [-runs 3] [-bin name=path,...] [-setups raft]
 //
 // CPU is utime+stime from /proc/<pid>/stat at the start and the end of the
 // window, as a percentage of one core. Each -bin (by default the binary
@@ -37,8 +37,13 @@ func main() {
 	seconds := flag.Float64("seconds", 15, "length of the idle window")
 	runs := flag.Int("runs", 3, "runs of every setup per binary")
 	bins := flag.String("bin", "", "binaries to compare, name=path,... (default: build ./cmd/throttled)")
+	only := flag.String("setups", "single,raft,crdt", "setups to measure: single, raft, crdt (comma-separated)")
 	flag.Parse()
-	if err := run(time.Duration(*seconds*float64(time.Second)), *runs, *bins); err != nil {
+	chosen, err := pick(*only)
+	if err == nil {
+		err = run(time.Duration(*seconds*float64(time.Second)), *runs, *bins, chosen)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "idle:", err)
 		os.Exit(1)
 	}
@@ -46,7 +51,7 @@ func main() {
 
 type binary struct{ name, path string }
 
-func run(window time.Duration, runs int, bins string) error {
+func run(window time.Duration, runs int, bins string, setups []setup) error {
 	var list []binary
 	if bins == "" {
 		dir, err := os.MkdirTemp("", "idle-bin-")
@@ -90,12 +95,32 @@ func run(window time.Duration, runs int, bins string) error {
 
 // A setup is a number of nodes and the flags that make them one group.
 type setup struct {
+	key   string // its name in -setups
 	name  string
 	nodes int
 	mode  string // "", "raft" or "crdt"
 }
 
-var setups = []setup{{"single node", 1, ""}, {"3-node Raft", 3, "raft"}, {"3-node mesh", 3, "crdt"}}
+var setups = []setup{{"single", "single node", 1, ""}, {"raft", "3-node Raft", 3, "raft"}, {"crdt", "3-node mesh", 3, "crdt"}}
+
+// pick returns the setups -setups names, in the order of setups.
+func pick(names string) ([]setup, error) {
+	want := map[string]bool{}
+	for n := range strings.SplitSeq(names, ",") {
+		want[strings.TrimSpace(n)] = true
+	}
+	var out []setup
+	for _, s := range setups {
+		if want[s.key] {
+			out = append(out, s)
+			delete(want, s.key)
+		}
+	}
+	for n := range want {
+		return nil, fmt.Errorf("-setups: no setup %q (single, raft, crdt)", n)
+	}
+	return out, nil
+}
 
 // measure starts s's nodes, waits until they are a group, and returns each
 // node's CPU over window.
