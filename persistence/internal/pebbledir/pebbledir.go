@@ -111,6 +111,9 @@ func open(dir string, fresh bool, f Format, options func(*pebble.Lock, bool) *pe
 		}
 	}
 	opts := options(lock, false)
+	// Pebble's default scheduler wakes 10 times a second for as long as
+	// the database is open; ours only while a compaction waits.
+	opts.Experimental.CompactionScheduler = newScheduler(grantEvery)
 	pdb, err := pebble.Open(dir, opts)
 	if err != nil {
 		return nil, fmt.Errorf("%w: folder %q: %w", ErrCorrupt, dir, err)
