@@ -174,7 +174,9 @@ func setKeepAlive(nc net.Conn, d time.Duration) {
 // cron looks at every connection each cronEvery until Close: it advances
 // the coarse clock connections stamp their reads and writes with, closes
 // the ones idle past Timeout or over the soft output limit for too long,
-// and every trimAfter asks the loops to give back idle buffers.
+// and every trimAfter asks the loops to give back idle buffers. With no
+// connection it has nothing to do: it sleeps until admit adds one, rather
+// than wake 10 times a second on a server nobody talks to.
 func (s *Server) cron() {
 	t := time.NewTicker(cronEvery)
 	defer t.Stop()
@@ -200,8 +202,27 @@ func (s *Server) cron() {
 					pl.trim(now.UnixNano() - int64(trimAfter))
 				}
 			}
+			if s.cronSleeps() {
+				t.Stop()
+				select {
+				case <-s.stop:
+					return
+				case <-s.cronWake:
+				}
+				t.Reset(cronEvery)
+			}
 		}
 	}
+}
+
+// cronSleeps reports whether cron may sleep, with no connection to look
+// at, and then marks it asleep: admit, which adds connections under the
+// same lock, wakes it with the next.
+func (s *Server) cronSleeps() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cronAsleep = len(s.conns) == 0
+	return s.cronAsleep
 }
 
 // expired appends to kill the connections that idled past the timeout or

@@ -89,6 +89,46 @@ func TestLimits_Timeout(t *testing.T) {
 	})
 }
 
+// TestLimits_CronSleeps: with no connection, cron sleeps (the coarse
+// clock stands still) instead of looking 10 times a second; the next
+// connection wakes it with the clock set to now, so that the timeout
+// counts from its arrival, not from before the sleep.
+func TestLimits_CronSleeps(t *testing.T) {
+	eachMode(t, func(t *testing.T, set func(*Server)) {
+		const timeout = 500 * time.Millisecond
+		s, addr := start(t, newTestHandler(), limited(set, func(l *ClientLimits) { l.Timeout = timeout }))
+		asleep := func() bool {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			return s.cronAsleep
+		}
+		testwait.For(t, 5*time.Second, "cron asleep with no connection", asleep)
+		before := s.tick.Load()
+		// Longer than the timeout, and many of cron's periods.
+		time.Sleep(timeout + 5*cronEvery)
+		if s.tick.Load() != before {
+			t.Fatal("the coarse clock moved: cron looked with no connection")
+		}
+		c := dial(t, addr)
+		c.send("PING")
+		c.expect("+PONG")
+		if asleep() {
+			t.Fatal("cron still asleep with a connection")
+		}
+		if age := time.Since(time.Unix(0, s.tick.Load())); age > timeout {
+			t.Fatalf("the coarse clock is %v old with a connection", age)
+		}
+		// Quiet for most of the timeout, yet well past it since cron slept.
+		time.Sleep(timeout / 2)
+		c.send("PING")
+		c.expect("+PONG")
+		// The timeout still applies.
+		c.expectEOF()
+		c.nc.Close()
+		testwait.For(t, 5*time.Second, "cron asleep once the connection left", asleep)
+	})
+}
+
 // TestLimits_QueryBuffer: a request that outgrows
 // client-query-buffer-limit closes the connection without a reply; the
 // figure is in CLIENT LIST's qbuf while it grows.

@@ -96,8 +96,12 @@ type Server struct {
 	// perConn is for tests: it serves each connection on a goroutine of
 	// its own where event loops exist.
 	perConn bool
+	// cronAsleep is set while cron sleeps for want of connections:
+	// admit wakes it (cronWake) when it adds one.
+	cronAsleep bool
 	// stop ends cron; cronOnce starts it with the first Serve.
 	stop     chan struct{}
+	cronWake chan struct{} // buffered 1
 	cronOnce sync.Once
 	wg       sync.WaitGroup // a count per open connection and per loop goroutine
 }
@@ -125,7 +129,7 @@ func NewServer(cfg Config, h Handler) *Server {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{cfg: cfg, h: h, log: cfg.Logger, conns: make(map[*Conn]struct{}),
-		refusing: make(map[net.Conn]struct{}), stop: make(chan struct{})}
+		refusing: make(map[net.Conn]struct{}), stop: make(chan struct{}), cronWake: make(chan struct{}, 1)}
 	lim := DefaultClientLimits()
 	if cfg.Clients != nil {
 		lim = *cfg.Clients
@@ -237,6 +241,15 @@ func (s *Server) admit(nc net.Conn) error {
 	}
 	s.conns[c] = struct{}{}
 	s.wg.Add(1)
+	if s.cronAsleep {
+		// The coarse clock stood still while cron slept, and c was
+		// stamped with it: both move to now before cron looks at c.
+		s.cronAsleep = false
+		now := time.Now().UnixNano()
+		s.tick.Store(now)
+		c.lastIO.Store(now)
+		s.cronWake <- struct{}{}
+	}
 	s.mu.Unlock()
 	s.total.Add(1)
 	if perConn {
