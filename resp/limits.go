@@ -174,14 +174,18 @@ func setKeepAlive(nc net.Conn, d time.Duration) {
 // cron looks at every connection each cronEvery until Close: it advances
 // the coarse clock connections stamp their reads and writes with, closes
 // the ones idle past Timeout or over the soft output limit for too long,
-// and every trimAfter asks the loops to give back idle buffers. With no
-// connection it has nothing to do: it sleeps until admit adds one, rather
-// than wake 10 times a second on a server nobody talks to.
+// and every trimAfter asks the loops to give back idle buffers. When it
+// has nothing to look after (cronSleeps) it sleeps until a connection
+// arrives or reads or writes, rather than wake 10 times a second on a
+// server nobody talks to.
 func (s *Server) cron() {
 	t := time.NewTicker(cronEvery)
 	defer t.Stop()
 	var kill []*Conn
 	lastTrim := time.Now()
+	// trimmed is the last trim's bound: connections idle since before it
+	// have had their buffers given back.
+	trimmed := int64(0)
 	for {
 		select {
 		case <-s.stop:
@@ -198,11 +202,12 @@ func (s *Server) cron() {
 				s.mu.Lock()
 				pl := s.pl
 				s.mu.Unlock()
+				trimmed = now.UnixNano() - int64(trimAfter)
 				if pl != nil {
-					pl.trim(now.UnixNano() - int64(trimAfter))
+					pl.trim(trimmed)
 				}
 			}
-			if s.cronSleeps() {
+			if s.cronSleeps(trimmed) {
 				t.Stop()
 				select {
 				case <-s.stop:
@@ -215,14 +220,38 @@ func (s *Server) cron() {
 	}
 }
 
-// cronSleeps reports whether cron may sleep, with no connection to look
-// at, and then marks it asleep: admit, which adds connections under the
-// same lock, wakes it with the next.
-func (s *Server) cronSleeps() bool {
+// cronSleeps reports whether cron may sleep, and then marks it asleep: no
+// timeout is set, and every connection has been idle since before the
+// last trim (its buffers given back), with no output waiting. A server
+// with no connection always may. Connections added (admit) or stamped
+// after the mark wake cron.
+func (s *Server) cronSleeps(trimmed int64) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.cronAsleep = len(s.conns) == 0
-	return s.cronAsleep
+	if len(s.conns) > 0 && s.limits.Load().Timeout > 0 {
+		return false
+	}
+	// Marked before the look: a read or write the look misses (stamp
+	// stores lastIO, then loads cronAsleep) sees the mark and wakes cron.
+	s.cronAsleep.Store(true)
+	for c := range s.conns {
+		if c.lastIO.Load() >= trimmed || c.softSince != 0 || c.mem.Output.Load()+c.mem.writing.Load() != 0 {
+			s.cronAsleep.Store(false)
+			return false
+		}
+	}
+	return true
+}
+
+// wakeCronLocked ends cron's sleep, s.mu held: the coarse clock, which
+// stood still, moves to now first.
+func (s *Server) wakeCronLocked() {
+	s.tick.Store(time.Now().UnixNano())
+	s.cronAsleep.Store(false)
+	select {
+	case s.cronWake <- struct{}{}:
+	default: // a wake is pending already
+	}
 }
 
 // expired appends to kill the connections that idled past the timeout or
@@ -364,9 +393,19 @@ func (c *Conn) overLimit(unsent int) bool {
 }
 
 // stamp records a read or a write on c for the timeout, at the coarse
-// clock's resolution; it stores only when the clock moved since.
+// clock's resolution; it stores only when the clock moved since. It wakes
+// cron if it sleeps, and then stamps c again with the clock cron set.
 func (c *Conn) stamp() {
-	if t := c.srv.tick.Load(); c.lastIO.Load() != t {
+	s := c.srv
+	if t := s.tick.Load(); c.lastIO.Load() != t {
 		c.lastIO.Store(t)
+	}
+	if s.cronAsleep.Load() {
+		s.mu.Lock()
+		if s.cronAsleep.Load() {
+			s.wakeCronLocked()
+		}
+		s.mu.Unlock()
+		c.lastIO.Store(s.tick.Load())
 	}
 }

@@ -100,7 +100,7 @@ func TestLimits_CronSleeps(t *testing.T) {
 		asleep := func() bool {
 			s.mu.Lock()
 			defer s.mu.Unlock()
-			return s.cronAsleep
+			return s.cronAsleep.Load()
 		}
 		testwait.For(t, 5*time.Second, "cron asleep with no connection", asleep)
 		before := s.tick.Load()
@@ -127,6 +127,33 @@ func TestLimits_CronSleeps(t *testing.T) {
 		c.nc.Close()
 		testwait.For(t, 5*time.Second, "cron asleep once the connection left", asleep)
 	})
+}
+
+// TestLimits_CronSleepsWithIdleConnections: with no timeout set, cron
+// also sleeps once every connection has idled past a trim (its buffers
+// asked back); a request wakes it and is answered, with the clock at now.
+func TestLimits_CronSleepsWithIdleConnections(t *testing.T) {
+	s, addr := start(t, newTestHandler(), modes[0].set)
+	c := dial(t, addr)
+	c.send("PING")
+	c.expect("+PONG")
+	asleep := func() bool { return s.cronAsleep.Load() }
+	testwait.For(t, 10*time.Second, "cron asleep with an idle connection", asleep)
+	// It asked the loop before it slept, which gives them back at once.
+	testwait.For(t, 5*time.Second, "the idle connection's buffer given back", func() bool { return memOf(t, s).ReadBuf == 0 })
+	before := s.tick.Load()
+	time.Sleep(5 * cronEvery)
+	if s.tick.Load() != before {
+		t.Fatal("the coarse clock moved: cron looked with only an idle connection")
+	}
+	c.send("PING")
+	c.expect("+PONG")
+	if asleep() {
+		t.Fatal("cron still asleep after a request")
+	}
+	if age := time.Since(time.Unix(0, s.tick.Load())); age > time.Second {
+		t.Fatalf("the coarse clock is %v old after a request", age)
+	}
 }
 
 // TestLimits_QueryBuffer: a request that outgrows

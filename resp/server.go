@@ -83,6 +83,10 @@ type Server struct {
 	// tick is the coarse clock (Unix ns, cronEvery's resolution) that
 	// connections stamp their reads and writes with for the timeout.
 	tick atomic.Int64
+	// cronAsleep is set, under mu, while cron sleeps with nothing to look
+	// after (cronSleeps): the clock stands still until a new connection
+	// (admit) or a read or write (stamp) wakes it (wakeCronLocked).
+	cronAsleep atomic.Bool
 
 	mu     sync.Mutex // guards the fields below
 	lns    []net.Listener
@@ -96,9 +100,6 @@ type Server struct {
 	// perConn is for tests: it serves each connection on a goroutine of
 	// its own where event loops exist.
 	perConn bool
-	// cronAsleep is set while cron sleeps for want of connections:
-	// admit wakes it (cronWake) when it adds one.
-	cronAsleep bool
 	// stop ends cron; cronOnce starts it with the first Serve.
 	stop     chan struct{}
 	cronWake chan struct{} // buffered 1
@@ -241,14 +242,10 @@ func (s *Server) admit(nc net.Conn) error {
 	}
 	s.conns[c] = struct{}{}
 	s.wg.Add(1)
-	if s.cronAsleep {
-		// The coarse clock stood still while cron slept, and c was
-		// stamped with it: both move to now before cron looks at c.
-		s.cronAsleep = false
-		now := time.Now().UnixNano()
-		s.tick.Store(now)
-		c.lastIO.Store(now)
-		s.cronWake <- struct{}{}
+	if s.cronAsleep.Load() {
+		// c was stamped with the clock that stood still.
+		s.wakeCronLocked()
+		c.lastIO.Store(s.tick.Load())
 	}
 	s.mu.Unlock()
 	s.total.Add(1)
