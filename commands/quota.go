@@ -192,8 +192,11 @@ func (l *limit) save(c *Ctx, next []byte, fullAt int64) {
 		l.exists, l.state = false, nil
 		return
 	}
+	// next may be the key's record in the store, written in place, which
+	// Put frees when the state now packs into its slot (store/packed.go):
+	// the limit keeps a copy in the command's room.
+	l.exists, l.state = true, append(c.stateBuf(), next...)
 	c.Tx.Put(c.DB(), l.key, store.Value{Kind: l.fam.kind, Bytes: next}, store.ExpiryAt(fullAt))
-	l.exists, l.state = true, next
 }
 
 // credit gives back up to qty units of lease r's grant and returns how

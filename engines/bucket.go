@@ -201,3 +201,89 @@ func (b bucket) commit(state []byte, now, qty int64, force bool) ([]byte, int64,
 	putInt(next, 18, b.unit)
 	return next, fullAt, nil
 }
+
+// A bucket state packs (packed.go) when its debt is a whole number of
+// tokens: the bucket was full at its last Commit, as every key of a flood of
+// new names is (the endpoint-aware study's principal churn, its A4). Then d = q*unit, and the key's
+// expiry, from fullAt = cut + ceil(d/rate), places the cut: the word holds
+// q, the unit, a divisor r that plays the rate's part (any r with the same
+// ceil(d/r) does) and a, how far before ref-1 fullAt is (under a
+// millisecond), and the cut is ref-1-a-ceil(d/r):
+//
+//	bits 0-19:  a
+//	bits 20-21: s, the unit's scale: unit = m * 1000^s (ns, µs, ms, s)
+//	bits 22-26: wq, the width of q
+//	bits 27-31: wr, the width of r
+//	bits 32-63: q, then r above it, then m above both
+//
+// A debt that has drained in part, or numbers too wide, stay bytes.
+const (
+	bucketA     = 20
+	bucketScale = 20
+	bucketWQ    = 22
+	bucketWR    = 27
+	bucketBody  = 32
+)
+
+// bucketScales are the units a packed bucket's unit counts in.
+var bucketScales = [4]uint64{1, 1e3, 1e6, 1e9}
+
+// packBucket is Pack of a TB or LB state with a valid header.
+func packBucket(state []byte, ref int64) (uint64, bool) {
+	if len(state) != bucketLen {
+		return 0, false
+	}
+	cut, debt, unit := getInt(state, 2), getInt(state, 10), getInt(state, 18)
+	if debt < 0 || unit <= 0 || debt%unit != 0 || cut >= ref {
+		return 0, false
+	}
+	d, q := uint64(debt), uint64(debt/unit)
+	s := len(bucketScales) - 1
+	for uint64(unit)%bucketScales[s] != 0 {
+		s--
+	}
+	m := uint64(unit) / bucketScales[s]
+	// The smallest r with ceil(d/r) <= span-1 gives the largest ceil(d/r)
+	// and so the smallest a; r = 1 does for d = 0.
+	span, r, c := uint64(ref)-uint64(cut), uint64(1), uint64(0)
+	if d > 0 {
+		if span < 2 {
+			return 0, false
+		}
+		r = ceilDivU(d, span-1)
+		c = ceilDivU(d, r)
+	}
+	a := span - 1 - c
+	wq, wr := bits.Len64(q), bits.Len64(r)
+	if a >= 1<<bucketA || wq+wr+bits.Len64(m) > 64-bucketBody {
+		return 0, false
+	}
+	body := m<<(wq+wr) | r<<wq | q
+	return body<<bucketBody | uint64(wr)<<bucketWR | uint64(wq)<<bucketWQ | uint64(s)<<bucketScale | a, true
+}
+
+// appendBucket appends the state of kind k that packBucket made word of.
+func appendBucket(dst []byte, k Kind, word uint64, ref int64) []byte {
+	a := word & (1<<bucketA - 1)
+	s := word >> bucketScale & 3
+	wq, wr := word>>bucketWQ&31, word>>bucketWR&31
+	body := word >> bucketBody
+	q, r, m := body&(1<<wq-1), body>>wq&(1<<wr-1), body>>(wq+wr)
+	unit := m * bucketScales[s]
+	d := q * unit
+	dst, state := grow(dst, bucketLen)
+	writeHeader(state, k)
+	putInt(state, 2, int64(uint64(ref)-1-a-ceilDivU(d, r)))
+	putInt(state, 10, int64(d))
+	putInt(state, 18, int64(unit))
+	return dst
+}
+
+// ceilDivU is ceil(a/b) for b > 0.
+func ceilDivU(a, b uint64) uint64 {
+	q := a / b
+	if a%b != 0 {
+		q++
+	}
+	return q
+}

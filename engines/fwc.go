@@ -13,9 +13,6 @@ type fwc struct {
 
 const fwcLen = headerLen + 16
 
-// FWCStateLen is the length of every FWC state.
-const FWCStateLen = fwcLen
-
 // NewFWC returns a fixed window counter admitting limit units per window ns.
 func NewFWC(limit, window int64) (Limiter, error) {
 	if limit <= 0 || window <= 0 {
@@ -131,28 +128,21 @@ func (l fwc) commit(state []byte, now, qty int64, force bool) ([]byte, int64, er
 	return next, end, nil
 }
 
-// An FWC state packs into one 64-bit word when its numbers are small, as they
-// are for almost every key: the store then holds it in the key's slot instead
-// of beside it (store/packed.go). The word counts newest back from an instant
-// ref the holder keeps anyway (the first instant after the key's expiry, which
-// the window's end precedes), so it needs only as many bits as the window:
+// An FWC state packs (packed.go) counting newest back from ref, which the
+// window's end precedes, so it needs only as many bits as the window:
 //
 //	bits 58-63: w, the width of d = ref - newest (0..58)
 //	bits w-57:  count
 //	bits 0..w-1: d
-//
-// Unpacking gives back the very bytes packed, so digests, snapshots and
-// saved folders cannot tell.
 const (
 	packWidthShift = 58
 	packBody       = 1<<packWidthShift - 1
 )
 
-// PackFWC returns the FWC state as a word counted from ref (Unix ns), and
-// whether it fits: the state is well formed, newest is not after ref, and
-// ref - newest and the count fit in 58 bits together.
-func PackFWC(state []byte, ref int64) (uint64, bool) {
-	if len(state) != fwcLen || state[0] != version || Kind(state[1]) != FWC {
+// packFWC is Pack of an FWC state with a valid header: it fits when newest
+// is not after ref and ref - newest and the count fit in 58 bits together.
+func packFWC(state []byte, ref int64) (uint64, bool) {
+	if len(state) != fwcLen {
 		return 0, false
 	}
 	newest, count := getInt(state, 2), getInt(state, 10)
@@ -167,14 +157,11 @@ func PackFWC(state []byte, ref int64) (uint64, bool) {
 	return uint64(w)<<packWidthShift | uint64(count)<<w | d, true
 }
 
-// AppendFWC appends to dst the state PackFWC(state, ref) packed into word:
-// FWCStateLen bytes, which a dst with the room takes without allocating.
-func AppendFWC(dst []byte, word uint64, ref int64) []byte {
+// appendFWC appends the FWC state packFWC made word of.
+func appendFWC(dst []byte, word uint64, ref int64) []byte {
 	w := word >> packWidthShift
 	d := word & (1<<w - 1)
-	n := len(dst)
-	dst = append(dst, make([]byte, fwcLen)...)
-	state := dst[n:]
+	dst, state := grow(dst, fwcLen)
 	writeHeader(state, FWC)
 	putInt(state, 2, int64(uint64(ref)-d))
 	putInt(state, 10, int64(word&packBody>>w))

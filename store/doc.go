@@ -44,8 +44,9 @@
 // arrival time of CL.THROTTLE live there without allocating, and GET shows
 // them as decimal text. Each rate-limit engine's state (package engines) has
 // its own Kind and is held as its encoded bytes, which the engine may update
-// in place while the key's shard is locked; an FWC state with an expiry
-// packs into its slot instead (packed.go), and reads give back its bytes.
+// in place while the key's shard is locked; most FWC, TB and LB states with
+// an expiry pack into the slot instead (packed.go), and reads give back
+// their bytes.
 //
 // # Tables
 //

@@ -23,6 +23,29 @@ func fwcState(newest, count int64) []byte {
 	return state
 }
 
+// bucketState is the state a TB or LB engine (capacity 10, 7 per period)
+// writes for tokens taken one at a time a nanosecond apart from full, cut
+// the first, and the instant it is full again. One token leaves a debt of
+// whole tokens, which packs; more leave one drained in part, which does not.
+func bucketState(k engines.Kind, cut, tokens, period int64) ([]byte, int64) {
+	newBucket := engines.NewTB
+	if k == engines.LB {
+		newBucket = engines.NewLB
+	}
+	l, err := newBucket(10, 7, period)
+	if err != nil {
+		panic(err)
+	}
+	var state []byte
+	var fullAt int64
+	for i := range tokens {
+		if state, fullAt, err = l.Commit(state, cut+i, 1); err != nil {
+			panic(err)
+		}
+	}
+	return state, fullAt
+}
+
 // modelKey is what the model holds for a key.
 type modelKey struct {
 	v   string // vtext of the value, with expiry 0
@@ -63,6 +86,7 @@ func runKeyspaceModel(t *testing.T, seed uint64, maxKeys int64) {
 		mk, ok := m[k]
 		return mk, ok && !Expired(mk.exp, now/ms)
 	}
+	packedBuckets := 0
 	for step := range 12000 {
 		now += int64(rng.IntN(3)) * ms
 		tx := s.Tx(now)
@@ -80,13 +104,23 @@ func runKeyspaceModel(t *testing.T, seed uint64, maxKeys int64) {
 		switch n := rng.IntN(100); {
 		case n < 40:
 			var v Value
-			switch rng.IntN(4) {
+			switch rng.IntN(5) {
 			case 0:
 				v = IntValue(rng.Int64())
 			case 1:
 				v = Value{Kind: KindTB, Bytes: []byte(fmt.Sprint("state", rng.IntN(1e6)))}
 			case 2: // packed in its slot when it fits (packed.go)
 				v = Value{Kind: KindFWC, Bytes: fwcState(now-rng.Int64N(1<<rng.IntN(62)), 1+rng.Int64N(1<<rng.IntN(40)))}
+			case 3: // packed when its debt is whole tokens and the expiry is its own
+				k := []engines.Kind{engines.TB, engines.LB}[rng.IntN(2)]
+				b, fullAt := bucketState(k, now-rng.Int64N(2000*ms), 1+rng.Int64N(2), ms*(1+rng.Int64N(1000)))
+				v = Value{Kind: map[engines.Kind]Kind{engines.TB: KindTB, engines.LB: KindLB}[k], Bytes: b}
+				if exp != 0 && rng.IntN(2) == 0 {
+					exp = ExpiryAt(fullAt)
+				}
+				if _, ok := pack(v, exp); ok {
+					packedBuckets++
+				}
 			default:
 				v = str(fmt.Sprint("v", rng.IntN(1e9)))
 			}
@@ -179,6 +213,9 @@ func runKeyspaceModel(t *testing.T, seed uint64, maxKeys int64) {
 	// expiry changes): with every key deleted, one at a time, it is zero.
 	for k := range m {
 		tx.Delete(k.db, []byte(k.key))
+	}
+	if packedBuckets < 100 {
+		t.Errorf("only %d bucket states packed", packedBuckets)
 	}
 	if keys, mem := s.Usage(); keys != 0 || mem != 0 {
 		t.Errorf("every key deleted: Usage = %d keys, %d bytes", keys, mem)

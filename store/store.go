@@ -160,7 +160,7 @@ func (e entry) value() Value { return e.valueIn(nil) }
 // allocating.
 func (e entry) valueIn(buf []byte) Value {
 	if e.packed {
-		return Value{Kind: e.kind, Bytes: unpack(buf[:0], uint64(e.n), e.expireMs)}
+		return Value{Kind: e.kind, Bytes: unpack(buf[:0], e.kind, uint64(e.n), e.expireMs)}
 	}
 	return Value{Kind: e.kind, Int: e.n, Bytes: e.b}
 }
