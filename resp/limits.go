@@ -72,7 +72,10 @@ func (s *Server) ClientLimits() ClientLimits { return *s.limits.Load() }
 
 // SetClientLimits changes the limits. The caller checks the values (CONFIG
 // SET answers Redis' errors); MaxClients below 1 would refuse everyone.
-func (s *Server) SetClientLimits(l ClientLimits) { s.limits.Store(&l) }
+func (s *Server) SetClientLimits(l ClientLimits) {
+	s.limits.Store(&l)
+	s.wakeCron() // a timeout may now be due
+}
 
 // NetStats are the connection counters INFO shows.
 type NetStats struct {
@@ -243,6 +246,18 @@ func (s *Server) cronSleeps(trimmed int64) bool {
 	return true
 }
 
+// wakeCron ends cron's sleep, if it sleeps.
+func (s *Server) wakeCron() {
+	if !s.cronAsleep.Load() {
+		return
+	}
+	s.mu.Lock()
+	if s.cronAsleep.Load() {
+		s.wakeCronLocked()
+	}
+	s.mu.Unlock()
+}
+
 // wakeCronLocked ends cron's sleep, s.mu held: the coarse clock, which
 // stood still, moves to now first.
 func (s *Server) wakeCronLocked() {
@@ -401,11 +416,7 @@ func (c *Conn) stamp() {
 		c.lastIO.Store(t)
 	}
 	if s.cronAsleep.Load() {
-		s.mu.Lock()
-		if s.cronAsleep.Load() {
-			s.wakeCronLocked()
-		}
-		s.mu.Unlock()
+		s.wakeCron()
 		c.lastIO.Store(s.tick.Load())
 	}
 }

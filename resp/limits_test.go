@@ -154,6 +154,13 @@ func TestLimits_CronSleepsWithIdleConnections(t *testing.T) {
 	if age := time.Since(time.Unix(0, s.tick.Load())); age > time.Second {
 		t.Fatalf("the coarse clock is %v old after a request", age)
 	}
+	// Asleep again, a timeout set from elsewhere than a connection (which
+	// would wake it) applies: cron wakes and closes the idle connection.
+	testwait.For(t, 10*time.Second, "cron asleep again", asleep)
+	lim := DefaultClientLimits()
+	lim.Timeout = 300 * time.Millisecond
+	s.SetClientLimits(lim)
+	c.expectEOF()
 }
 
 // TestLimits_QueryBuffer: a request that outgrows
