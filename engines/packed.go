@@ -14,9 +14,6 @@ package engines
 // room takes it without allocating.
 const PackedLen = bucketLen
 
-// Packs reports whether states of kind k may pack.
-func Packs(k Kind) bool { return k == FWC || k == TB || k == LB }
-
 // Pack returns state, which must be of kind k, as a word counted from ref
 // (Unix ns), and whether it packs.
 func Pack(state []byte, k Kind, ref int64) (uint64, bool) {
