@@ -2,7 +2,7 @@
 // memory, beside redis-server holding the same names with the same TTL, and
 // prints Markdown tables.
 //
-//	go run ./bench/memory [-keys 1000000,10000000] [-kinds cl,tb,fwc]
+//	go run ./bench/memory [-keys 1000000,10000000] [-kinds cl,tb,fwc,tb2]
 //
 // For each key count, each server starts fresh and alone, its idle RSS is
 // taken, it is filled with keys rl:user:0000000, rl:user:0000001, ... (15
