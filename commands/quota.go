@@ -193,8 +193,9 @@ func (l *limit) save(c *Ctx, next []byte, fullAt int64) {
 		return
 	}
 	// next may be the key's record in the store, written in place, which
-	// Put frees when the state now packs into its slot (store/packed.go):
-	// the limit keeps a copy in the command's room.
+	// Put frees when the state now packs into its slot (store/packed.go)
+	// or needs a record of another size: the limit keeps a copy in the
+	// command's room.
 	l.exists, l.state = true, append(c.stateBuf(), next...)
 	c.Tx.Put(c.DB(), l.key, store.Value{Kind: l.fam.kind, Bytes: next}, store.ExpiryAt(fullAt))
 }
